@@ -1,0 +1,45 @@
+# Quick start:  make demo   (install, run the default experiment, print the table)
+#               make test   (install test extras, run the test suite)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= 2
+# torch is pinned to the CPU wheel's version (2.13.0) in pyproject.toml; installing it first, by
+# itself, keeps pip from resolving a multi-GB CUDA build on machines that have the CPU wheel.
+TORCH := torch==2.13.0
+
+.PHONY: demo test install install-test dry-run clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+demo: install
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
+	@echo
+	@cat results/tables/results.md
+	@echo
+	@echo "Pareto plots:"
+	@ls -1 results/tables/plots/*.png
+	@echo "Raw numbers: results/tables/metrics.csv"
+
+test: install-test
+	$(BIN)/python -m pytest
+
+dry-run: install
+	$(BIN)/snakemake -n --configfile configs/paper.yaml
+
+clean:
+	rm -rf results .snakemake

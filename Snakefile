@@ -1,0 +1,27 @@
+# Offline multi-objective RL pipeline (D4MORL datasets, PEDA agents, Pareto evaluation).
+#
+#   behavior (per env) -> collect (env x quality x entropy) -> train (dataset x model x seed)
+#     -> evaluate (model x preference grid) -> aggregate (tables, Pareto plots)
+#
+# Run:  snakemake --cores 2                        (default config.yaml)
+#       snakemake --cores 2 --configfile configs/paper.yaml
+from morl.config import validate_config
+
+configfile: "config.yaml"
+
+# Fail before any job runs if the config is wrong; the message names the key.
+validate_config(config, source=", ".join(workflow.configfiles) or "config")
+
+
+include: "rules/common.smk"
+include: "rules/behavior.smk"
+include: "rules/collect.smk"
+include: "rules/train.smk"
+include: "rules/evaluate.smk"
+include: "rules/aggregate.smk"
+
+
+rule all:
+    input:
+        rules.aggregate.output,
+    default_target: True

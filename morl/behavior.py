@@ -1,0 +1,364 @@
+"""Behavior policies: one preference-conditioned TD3 agent per environment.
+
+The original D4MORL data came from a PGMORL population that is not available, so the pipeline
+trains its own behavior policy. We use TD3 (Fujimoto et al., 2018) with two changes that make a
+single network cover the whole preference simplex:
+
+* **Preference as input.** Actor ``pi(s, w)`` and critics ``Q(s, w, a)`` both receive the
+  preference ``w``; a new ``w ~ Dirichlet(1)`` is drawn at the start of every episode.
+* **Vector critic.** Each critic predicts one return per objective, ``Q(s, w, a) in R^n_obj``, and
+  is trained on the raw reward vector. The actor maximises the scalarised value ``w . Q``; of the
+  twin critics the target uses, per sample, the one with the lower scalarised value. Because the
+  reward vector does not depend on ``w``, a stored transition is valid for every preference, so
+  each batch relabels half its preferences with fresh draws: every transition teaches every part
+  of the front.
+
+Training is resumable: every ``checkpoint_every`` environment steps the networks, optimisers,
+replay buffer and random states go to ``<output>.partial``; a rerun continues from there.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from morl import __version__
+from morl.data import atomic_write
+from morl.envs import MOMujocoEnv, get_spec
+from morl.progress import Progress, log
+
+CHECKPOINT_KIND = "morl-behavior"
+
+
+def mlp(in_dim: int, out_dim: int, hidden: int, depth: int = 2) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    d = in_dim
+    for _ in range(depth):
+        layers += [nn.Linear(d, hidden), nn.ReLU()]
+        d = hidden
+    layers.append(nn.Linear(d, out_dim))
+    return nn.Sequential(*layers)
+
+
+class Actor(nn.Module):
+    """Deterministic policy a = pi(s, w), squashed by tanh into the action bounds."""
+
+    def __init__(self, obs_dim: int, act_dim: int, n_obj: int, hidden: int, act_low, act_high):
+        super().__init__()
+        self.net = mlp(obs_dim + n_obj, act_dim, hidden)
+        low = torch.as_tensor(act_low, dtype=torch.float32)
+        high = torch.as_tensor(act_high, dtype=torch.float32)
+        self.register_buffer("act_center", (high + low) / 2)
+        self.register_buffer("act_scale", (high - low) / 2)
+
+    def forward(self, obs: torch.Tensor, pref: torch.Tensor) -> torch.Tensor:
+        return self.act_center + self.act_scale * torch.tanh(self.net(torch.cat([obs, pref], -1)))
+
+
+class VectorCritic(nn.Module):
+    """Twin critics, each returning one value per objective: Q_k(s, w, a) in R^n_obj."""
+
+    def __init__(self, obs_dim: int, act_dim: int, n_obj: int, hidden: int):
+        super().__init__()
+        self.q1 = mlp(obs_dim + n_obj + act_dim, n_obj, hidden)
+        self.q2 = mlp(obs_dim + n_obj + act_dim, n_obj, hidden)
+
+    def forward(self, obs, pref, act):
+        x = torch.cat([obs, pref, act], -1)
+        return self.q1(x), self.q2(x)
+
+
+class ReplayBuffer:
+    """Fixed-size ring buffer of transitions with raw reward vectors."""
+
+    FIELDS = ("obs", "act", "rew", "next_obs", "term", "pref")
+
+    def __init__(self, capacity: int, obs_dim: int, act_dim: int, n_obj: int):
+        self.capacity = int(capacity)
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.act = np.zeros((capacity, act_dim), np.float32)
+        self.rew = np.zeros((capacity, n_obj), np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.term = np.zeros((capacity, 1), np.float32)
+        self.pref = np.zeros((capacity, n_obj), np.float32)
+        self.pos = 0
+        self.size = 0
+
+    def add_batch(self, obs, act, rew, next_obs, term, pref) -> None:
+        n = len(obs)
+        idx = (self.pos + np.arange(n)) % self.capacity
+        self.obs[idx], self.act[idx], self.rew[idx] = obs, act, rew
+        self.next_obs[idx], self.term[idx, 0], self.pref[idx] = next_obs, term, pref
+        self.pos = int((self.pos + n) % self.capacity)
+        self.size = int(min(self.size + n, self.capacity))
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+        idx = rng.integers(0, self.size, size=batch_size)
+        return {f: torch.from_numpy(getattr(self, f)[idx]) for f in self.FIELDS}
+
+    def state(self) -> dict[str, Any]:
+        n = self.size
+        return {**{f: torch.from_numpy(getattr(self, f)[:n].copy()) for f in self.FIELDS}, "pos": self.pos}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        n = state["obs"].shape[0]
+        for f in self.FIELDS:
+            getattr(self, f)[:n] = state[f].numpy()
+        self.size, self.pos = n, int(state["pos"])
+
+
+@dataclass
+class TD3Settings:
+    total_steps: int
+    start_steps: int
+    n_envs: int
+    updates_per_step: float
+    batch_size: int
+    hidden: int
+    lr: float
+    gamma: float
+    tau: float
+    policy_noise: float
+    noise_clip: float
+    policy_delay: int
+    expl_noise: float
+    buffer_size: int
+    checkpoint_every: int
+    seed: int
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any]) -> "TD3Settings":
+        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__})
+
+
+class PreferenceTD3:
+    """The learner: networks, optimisers and one gradient update."""
+
+    def __init__(self, obs_dim, act_dim, n_obj, act_low, act_high, s: TD3Settings):
+        self.s = s
+        self.n_obj = n_obj
+        self.actor = Actor(obs_dim, act_dim, n_obj, s.hidden, act_low, act_high)
+        self.critic = VectorCritic(obs_dim, act_dim, n_obj, s.hidden)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=s.lr)
+        self.updates = 0
+
+    def update(self, batch: dict[str, torch.Tensor], relabel: torch.Tensor) -> float:
+        s = self.s
+        obs, act, rew, nxt, term = batch["obs"], batch["act"], batch["rew"], batch["next_obs"], batch["term"]
+        pref = relabel
+        scale = self.actor.act_scale
+        with torch.no_grad():
+            noise = (torch.randn_like(act) * s.policy_noise).clamp(-s.noise_clip, s.noise_clip) * scale
+            low, high = self.actor.act_center - scale, self.actor.act_center + scale
+            nxt_act = torch.max(torch.min(self.actor_target(nxt, pref) + noise, high), low)
+            tq1, tq2 = self.critic_target(nxt, pref, nxt_act)
+            use_q1 = ((tq1 * pref).sum(-1, keepdim=True) <= (tq2 * pref).sum(-1, keepdim=True)).float()
+            target_q = use_q1 * tq1 + (1 - use_q1) * tq2
+            target = rew + s.gamma * (1 - term) * target_q
+        q1, q2 = self.critic(obs, pref, act)
+        critic_loss = ((q1 - target) ** 2).mean() + ((q2 - target) ** 2).mean()
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+        self.updates += 1
+        if self.updates % s.policy_delay == 0:
+            q = self.critic.q1(torch.cat([obs, pref, self.actor(obs, pref)], -1))
+            actor_loss = -(q * pref).sum(-1).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            self.actor_opt.step()
+            with torch.no_grad():
+                for net, tgt in ((self.actor, self.actor_target), (self.critic, self.critic_target)):
+                    for p, tp in zip(net.parameters(), tgt.parameters()):
+                        tp.lerp_(p, s.tau)
+        return float(critic_loss.detach())
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+            "actor_target": self.actor_target.state_dict(), "critic_target": self.critic_target.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+            "updates": self.updates,
+        }  # fmt: skip
+
+    def load_state(self, st: dict[str, Any]) -> None:
+        for name in ("actor", "critic", "actor_target", "critic_target", "actor_opt", "critic_opt"):
+            getattr(self, name).load_state_dict(st[name])
+        self.updates = int(st["updates"])
+
+
+def _dirichlet(rng: np.random.Generator, n: int, n_obj: int) -> np.ndarray:
+    return rng.dirichlet(np.ones(n_obj), size=n).astype(np.float32)
+
+
+def train_behavior(
+    env_id: str,
+    cfg: dict[str, Any],
+    output: str | os.PathLike,
+    threads: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train the behavior policy of ``env_id`` with the ``behavior`` config section; write ``output``.
+
+    Returns a summary (steps, episodes, wall time). Resumes from ``<output>.partial`` if present.
+    """
+    s = TD3Settings.from_config(cfg)
+    spec = get_spec(env_id)
+    output = Path(output)
+    partial = output.with_name(output.name + ".partial")
+    if threads:
+        torch.set_num_threads(int(threads))
+    rng = np.random.default_rng(s.seed)
+    torch.manual_seed(s.seed)
+    envs = [MOMujocoEnv(env_id) for _ in range(s.n_envs)]
+    obs_dim, act_dim, n_obj = spec.obs_dim, len(spec.act_low), spec.n_obj
+    act_low, act_high = np.asarray(spec.act_low, np.float32), np.asarray(spec.act_high, np.float32)
+    agent = PreferenceTD3(obs_dim, act_dim, n_obj, act_low, act_high, s)
+    buffer = ReplayBuffer(min(s.buffer_size, s.total_steps), obs_dim, act_dim, n_obj)
+    step, episodes = 0, 0
+    recent: list[float] = []
+
+    if partial.exists():
+        st = _load_checkpoint(partial, expect_env=env_id)
+        if st["settings"] != vars(s):
+            log.warning("%s: settings changed since the checkpoint; starting over", partial)
+        else:
+            agent.load_state(st["agent"])
+            buffer.load_state(st["buffer"])
+            rng.bit_generator.state = st["np_rng"]
+            torch.set_rng_state(st["torch_rng"])
+            step, episodes = int(st["step"]), int(st["episodes"])
+            log.info("resuming behavior training of %s from step %d (%s)", env_id, step, partial)
+
+    prefs = _dirichlet(rng, s.n_envs, n_obj)
+    obs = np.stack([e.reset(seed=int(rng.integers(2**31)))[0] for e in envs]).astype(np.float32)
+    ep_ret = np.zeros((s.n_envs, n_obj))
+    update_debt = 0.0
+    t0 = time.perf_counter()
+    steps_at_start = step
+    bar = Progress(s.total_steps, f"behavior {env_id}", unit="env-step", enabled=progress, initial=step)
+    while step < s.total_steps:
+        if step < s.start_steps:
+            act = rng.uniform(act_low, act_high, size=(s.n_envs, act_dim)).astype(np.float32)
+        else:
+            with torch.no_grad():
+                act = agent.actor(torch.from_numpy(obs), torch.from_numpy(prefs)).numpy()
+            act = act + rng.normal(size=act.shape).astype(np.float32) * s.expl_noise * (act_high - act_low) / 2
+            act = np.clip(act, act_low, act_high)
+        nxt = np.empty_like(obs)
+        rew = np.empty((s.n_envs, n_obj), np.float32)
+        term = np.zeros(s.n_envs, np.float32)
+        done = np.zeros(s.n_envs, bool)
+        for i, env in enumerate(envs):
+            o, r, terminated, truncated, _ = env.step(act[i])
+            nxt[i], rew[i], term[i], done[i] = o, r, float(terminated), terminated or truncated
+        buffer.add_batch(obs, act, rew, nxt, term, prefs)
+        ep_ret += rew
+        obs = nxt
+        for i in np.flatnonzero(done):
+            recent = (recent + [float(ep_ret[i] @ prefs[i])])[-20:]
+            episodes += 1
+            ep_ret[i] = 0.0
+            prefs[i] = _dirichlet(rng, 1, n_obj)[0]
+            obs[i] = envs[i].reset(seed=int(rng.integers(2**31)))[0]
+        step += s.n_envs
+
+        if step >= s.start_steps and buffer.size >= s.batch_size:
+            update_debt += s.updates_per_step * s.n_envs
+            while update_debt >= 1.0:
+                batch = buffer.sample(s.batch_size, rng)
+                fresh = torch.from_numpy(_dirichlet(rng, s.batch_size, n_obj))
+                keep = torch.from_numpy(rng.random((s.batch_size, 1)) < 0.5)
+                agent.update(batch, torch.where(keep, batch["pref"], fresh))
+                update_debt -= 1.0
+        postfix = {"episodes": episodes, "w.R": f"{np.mean(recent):.0f}" if recent else "-"}
+        bar.update(s.n_envs, **postfix)
+        if step % s.checkpoint_every < s.n_envs and step < s.total_steps:
+            _save_partial(partial, env_id, s, agent, buffer, rng, step, episodes)
+
+    bar.close()
+    wall = time.perf_counter() - t0
+    meta = {
+        "kind": CHECKPOINT_KIND,
+        "env_id": env_id,
+        "obs_dim": obs_dim,
+        "act_dim": act_dim,
+        "n_obj": n_obj,
+        "hidden": s.hidden,
+        "act_low": act_low.tolist(),
+        "act_high": act_high.tolist(),
+        # preferences the policy was trained on: the whole simplex
+        "pref_low": [0.0] * n_obj,
+        "pref_high": [1.0] * n_obj,
+        "settings": vars(s),
+        "steps": step,
+        "episodes": episodes,
+        "morl_version": __version__,
+    }
+    state = {**meta, "actor": agent.actor.state_dict()}
+    atomic_write(output, lambda tmp: torch.save(state, tmp))
+    if partial.exists():
+        partial.unlink()
+    summary = {"env_id": env_id, "steps": step, "episodes": episodes, "wall_s": wall,
+               "env_steps_per_s": (step - steps_at_start) / max(wall, 1e-9), "updates": agent.updates}  # fmt: skip
+    log.info("behavior %s done: %s", env_id, summary)
+    return summary
+
+
+def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, episodes) -> None:
+    state = {
+        "kind": CHECKPOINT_KIND, "env_id": env_id, "settings": vars(s), "agent": agent.state(),
+        "buffer": buffer.state(), "np_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+        "step": step, "episodes": episodes,
+    }  # fmt: skip
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+class BehaviorPolicy:
+    """A trained behavior policy: deterministic actions for a batch of (state, preference) pairs."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        st = _load_checkpoint(self.path)
+        try:
+            self.env_id = st["env_id"]
+            self.n_obj, self.obs_dim, self.act_dim = int(st["n_obj"]), int(st["obs_dim"]), int(st["act_dim"])
+            self.act_low = np.asarray(st["act_low"], np.float32)
+            self.act_high = np.asarray(st["act_high"], np.float32)
+            self.pref_low = np.asarray(st["pref_low"], np.float64)
+            self.pref_high = np.asarray(st["pref_high"], np.float64)
+            self.actor = Actor(self.obs_dim, self.act_dim, self.n_obj, int(st["hidden"]), self.act_low, self.act_high)
+            self.actor.load_state_dict(st["actor"])
+        except (KeyError, RuntimeError) as exc:
+            raise ValueError(f"{self.path}: incomplete or mismatched behavior checkpoint ({exc})") from exc
+        self.actor.eval()
+        self.meta = {k: v for k, v in st.items() if k != "actor"}
+
+    @torch.inference_mode()
+    def act(self, obs: np.ndarray, prefs: np.ndarray) -> np.ndarray:
+        o = torch.as_tensor(np.asarray(obs, np.float32))
+        w = torch.as_tensor(np.asarray(prefs, np.float32))
+        return self.actor(o, w).numpy()
+
+
+def _load_checkpoint(path: Path, expect_env: str | None = None) -> dict[str, Any]:
+    try:
+        st = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"{path}: not a readable behavior checkpoint ({exc})") from exc
+    if not isinstance(st, dict) or st.get("kind") != CHECKPOINT_KIND:
+        raise ValueError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
+    if expect_env is not None and st.get("env_id") != expect_env:
+        raise ValueError(f"{path}: checkpoint is for env {st.get('env_id')!r}, not {expect_env!r}")
+    return st

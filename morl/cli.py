@@ -1,0 +1,160 @@
+"""The ``morl`` command: one subcommand per pipeline stage, calling the same functions as the rules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _config_section(args, section: str) -> dict:
+    from morl.config import load_config
+
+    return load_config(args.config)[section]
+
+
+def cmd_envs(args) -> int:
+    from morl.envs import ENV_SPECS
+
+    print(f"{'id':<22} {'objectives':<22} {'obs':>4} {'act':>4} {'steps':>6}")
+    for env_id, spec in sorted(ENV_SPECS.items()):
+        objs = f"{spec.n_obj} ({', '.join(spec.objectives)})"
+        print(f"{env_id:<22} {objs:<22} {spec.obs_dim:>4} {len(spec.act_low):>4} {spec.max_episode_steps:>6}")
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from morl.config import load_config
+
+    load_config(args.config)
+    print(f"{args.config}: valid")
+    return 0
+
+
+def cmd_behavior(args) -> int:
+    from morl.behavior import train_behavior
+
+    summary = train_behavior(args.env, _config_section(args, "behavior"), args.output, threads=args.threads)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_behavior_front(args) -> int:
+    from morl.evaluate import evaluate_behavior
+
+    s = _config_section(args, "evaluate")
+    summaries = evaluate_behavior(args.policy, args.output, s["divisions"], s["episodes"], s["seed"])
+    print(json.dumps(summaries, indent=2))
+    return 0
+
+
+def cmd_collect(args) -> int:
+    from morl.collect import collect_dataset
+
+    s = _config_section(args, "collect")
+    n = args.n_trajectories or s["n_trajectories"]
+    summary = collect_dataset(args.policy, args.quality, args.entropy, n, args.output,
+                              batch_size=s["batch_size"], seed=s["seed"] if args.seed is None else args.seed)  # fmt: skip
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_train(args) -> int:
+    from morl.config import load_config, train_settings
+    from morl.data import read_meta
+    from morl.training import train
+
+    config = load_config(args.config)
+    env_id = read_meta(args.dataset)["env_id"]
+    hp = train_settings(config, env_id, args.model)
+    summary = train(args.dataset, args.model, args.seed, hp, args.output, curve_path=args.curve, device=args.device)
+    print(json.dumps(summary, indent=2, default=str))
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from morl.evaluate import evaluate_checkpoint
+
+    s = _config_section(args, "evaluate")
+    summary = evaluate_checkpoint(args.checkpoint, args.dataset, args.output, s["divisions"], s["episodes"], s["seed"])
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_aggregate(args) -> int:
+    from morl.aggregate import aggregate
+
+    outputs = aggregate(args.evaluations, args.fronts, args.out_dir)
+    print(Path(outputs["results"]).read_text())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="morl", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name, fn, help_):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    def with_config(sp):
+        sp.add_argument("--config", default="config.yaml", help="experiment config (default: config.yaml)")
+        return sp
+
+    add("envs", cmd_envs, "list the available environments")
+    sp = add("validate-config", cmd_validate, "check a config file against the schema")
+    sp.add_argument("config")
+
+    sp = with_config(add("behavior", cmd_behavior, "train the behavior policy of one environment"))
+    sp.add_argument("--env", required=True)
+    sp.add_argument("--output", required=True)
+    sp.add_argument("--threads", type=int, default=None)
+
+    sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
+    sp.add_argument("--policy", required=True)
+    sp.add_argument("--output", required=True)
+
+    sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
+    sp.add_argument("--policy", required=True)
+    sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
+    sp.add_argument("--entropy", required=True, choices=["high", "medium", "low"])
+    sp.add_argument("--output", required=True)
+    sp.add_argument("--n-trajectories", type=int, default=None, help="override the config's count")
+    sp.add_argument("--seed", type=int, default=None, help="override the config's seed")
+
+    sp = with_config(add("train", cmd_train, "train one model on one dataset"))
+    sp.add_argument("--dataset", required=True)
+    sp.add_argument("--model", required=True, choices=["bc", "bc-p", "rvs", "rvs-p", "dt", "dt-p"])
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--output", required=True)
+    sp.add_argument("--curve", default=None)
+    sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+
+    sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))
+    sp.add_argument("--checkpoint", required=True)
+    sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
+    sp.add_argument("--output", required=True)
+
+    sp = add("aggregate", cmd_aggregate, "tables and Pareto plots from evaluation files")
+    sp.add_argument("--evaluations", nargs="*", default=[])
+    sp.add_argument("--fronts", nargs="*", default=[])
+    sp.add_argument("--out-dir", required=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from morl.progress import log_to
+
+    args = build_parser().parse_args(argv)
+    try:
+        with log_to(None):
+            return args.fn(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"morl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Experiment configuration: loading, schema validation and per-cell settings.
+
+Every config is checked against ``schemas/config.schema.yaml`` plus the checks a schema cannot
+express (environment ids must be registered). Errors name the file and the key, e.g.
+``configs/x.yaml: train.steps: 0 is less than the minimum of 1``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
+TRAIN_KEYS = (
+    "steps", "batch_size", "lr", "weight_decay", "warmup_steps", "return_scale", "checkpoint_every",
+    "hidden", "depth", "embed_dim", "n_layer", "n_head", "dropout", "context_length", "eval_context_length",
+)  # fmt: skip
+
+
+class ConfigError(ValueError):
+    """The experiment configuration is invalid; the message names the source and the key."""
+
+
+@lru_cache(maxsize=1)
+def load_schema() -> dict:
+    if not SCHEMA_PATH.exists():
+        raise ConfigError(f"{SCHEMA_PATH}: config schema not found (is the package installed from a checkout?)")
+    with open(SCHEMA_PATH) as f:
+        return yaml.safe_load(f)
+
+
+def _key_path(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = _key_path(error.absolute_path)
+    if error.validator == "required":
+        missing = [k for k in error.validator_value if k not in (error.instance or {})]
+        keys = ", ".join(_key_path([*error.absolute_path, k]) for k in missing)
+        return f"missing required key {keys}"
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed))
+        keys = ", ".join(_key_path([*error.absolute_path, k]) for k in extra)
+        return f"unknown key {keys} (allowed here: {', '.join(allowed)})"
+    if error.validator == "enum":
+        return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    if error.validator == "type":
+        return f"{where}: {error.instance!r} has the wrong type; expected {error.validator_value}"
+    return f"{where}: {error.message}"
+
+
+def validate_config(config: dict[str, Any], source: str | os.PathLike = "config") -> dict[str, Any]:
+    """Check ``config`` against the schema and the environment registry; return it unchanged.
+
+    Raises :class:`ConfigError` naming ``source`` and the offending key.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError(f"{source}: the config must be a mapping of keys to values, got {type(config).__name__}")
+    validator = jsonschema.Draft202012Validator(load_schema())
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        lines = [_describe(e) for e in errors[:10]]
+        raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines))
+
+    from morl.envs import ENV_SPECS  # late import: keeps schema checks usable without mujoco
+
+    for i, env_id in enumerate(config["envs"]):
+        if env_id not in ENV_SPECS:
+            raise ConfigError(
+                f"{source}: envs[{i}]: unknown environment {env_id!r}; known: {', '.join(sorted(ENV_SPECS))}"
+            )
+    for i, ov in enumerate(config["train"]["overrides"]):
+        for env_id in ov.get("envs", []):
+            if env_id not in ENV_SPECS:
+                raise ConfigError(f"{source}: train.overrides[{i}].envs: unknown environment {env_id!r}")
+    return config
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML config file and validate it."""
+    path = Path(path)
+    try:
+        with open(path) as f:
+            config = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    return validate_config(config, path)
+
+
+def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str, Any]:
+    """Training hyperparameters for one (env, model) cell: the defaults with matching overrides applied."""
+    train = config["train"]
+    hp = {k: copy.deepcopy(train[k]) for k in TRAIN_KEYS}
+    for ov in train["overrides"]:
+        if env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model]):
+            hp.update({k: v for k, v in ov.items() if k in TRAIN_KEYS})
+    return hp

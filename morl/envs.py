@@ -1,0 +1,535 @@
+"""Multi-objective MuJoCo locomotion tasks of the D4MORL benchmark.
+
+Each task returns a *reward vector* (one entry per objective) instead of a scalar, exactly as
+listed in the project reference (``/work/shared/reference/d4morl.md`` section 1):
+
+==================  ==========  ====================================================  =====================================
+D4MORL id           frame skip  objectives (per-step reward vector)                   termination
+==================  ==========  ====================================================  =====================================
+MO-HalfCheetah-v2   5           run = min(4, dx/dt) + 1; energy = 4 - sum(a^2) + 1    body angle qpos[2] leaves (-50, 50) deg
+MO-Hopper-v3        5           run = 1.5 dx/dt + 1; jump = 12 (h - h0) + 1;          height qpos[1] <= 0.4 or any of
+                                energy = 4 - sum(a^2) + 1                             qpos[2..5] outside (-90, 90) deg
+==================  ==========  ====================================================  =====================================
+
+``dt`` is the MuJoCo timestep times the frame skip, ``dx`` the change of the root x position
+``qpos[0]`` over one environment step, ``h = qpos[1]`` the torso height and ``h0`` its initial
+value (``model.qpos0[1] = 1.25`` for the Hopper).  Episodes are truncated by the environment
+itself after ``max_episode_steps = 500`` steps.
+
+Implementation notes (the choices we made, see also the reference's "(ours)" remarks):
+
+* The tasks are built directly on the ``mujoco`` Python bindings with gymnasium's bundled model
+  files (``gymnasium/envs/mujoco/assets/<xml>``), not on gymnasium's ``MujocoEnv`` classes, so
+  that the single environment (:class:`MOMujocoEnv`) and the batched stepper
+  (:class:`morl.vector.BatchedEnv`) share the same module-level functions for the reset noise
+  (:func:`sample_initial_state`), the physics step (:func:`simulate`), the reward vector
+  (:func:`compute_rewards`), the termination test (:func:`compute_terminated`) and the
+  observation (:func:`compute_observations`).  The last three work on batches of states
+  (arrays with a leading batch axis), so one code path serves one or many environments and
+  the results are bit-identical.
+* The original D4MORL data was generated with mujoco-py and PGMORL's own XML files.  We use
+  gymnasium's XML files (HalfCheetah: timestep 0.01 s, so dt = 0.05 s; Hopper: RK4 integrator,
+  timestep 0.002 s, so dt = 0.01 s with frame skip 5), so small numeric differences to the
+  original data are expected.
+* Actions are clipped to the D4MORL bounds before use (Hopper: [-2, 2] x [-2, 2] x [-4, 4], all
+  other tasks [-1, 1]) and the energy terms use the clipped action.  gymnasium's ``hopper.xml``
+  declares ``ctrlrange="-1 1"`` for its motors, which would make MuJoCo clamp the controls a
+  second time; after loading a model we therefore overwrite ``model.actuator_ctrlrange`` with the
+  D4MORL bounds of the task (a no-op for HalfCheetah), so the clipped action is exactly the
+  control MuJoCo applies.
+* Reset: ``qpos = init_qpos + U(-1e-3, 1e-3)`` and ``qvel = init_qvel + 1e-3 * N(0, 1)``, drawn
+  (in that order) from the environment's ``np_random`` generator, which ``reset(seed=...)`` seeds
+  the gymnasium way.  The Hopper keeps ``qpos[1]`` exactly at ``h0``.
+* Observations exclude the root x position; Hopper observations clip ``qvel`` to [-10, 10]:
+  HalfCheetah 17 = qpos[1:] (8) + qvel (9); Hopper 11 = qpos[1:] (5) + clip(qvel) (6).
+
+Adding a task is one :class:`EnvSpec` entry in :data:`ENV_SPECS` pointing to small named
+reward / termination / observation functions (all of the form ``f(qpos, qvel, ...)`` on batches).
+
+Importing this module registers every task with gymnasium under its D4MORL id, so
+``gymnasium.make("MO-HalfCheetah-v2")`` works (without a ``TimeLimit`` wrapper, because the
+environment truncates itself, and without gymnasium's passive checker, which expects scalar
+rewards).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import gymnasium
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+__all__ = [
+    "ALIVE_BONUS",
+    "ENV_SPECS",
+    "EnvSpec",
+    "MOMujocoEnv",
+    "assets_dir",
+    "clip_actions",
+    "compute_observations",
+    "compute_rewards",
+    "compute_terminated",
+    "control_timestep",
+    "get_spec",
+    "load_model",
+    "reset_physics",
+    "sample_initial_state",
+    "simulate",
+]
+
+#: Constant added to every shifted objective so that rewards stay positive ("alive" bonus).
+ALIVE_BONUS = 1.0
+
+# Signatures of the per-task functions an EnvSpec points to.  All work on batches: qpos (B, nq),
+# qvel (B, nv), action (B, act_dim) float64 (already clipped); they return new arrays.
+RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray], np.ndarray]
+TerminationFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+ObservationFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+# --------------------------------------------------------------------------------------------
+# Small building blocks shared by the reward definitions
+# --------------------------------------------------------------------------------------------
+
+
+def squared_action_norm(action: np.ndarray) -> np.ndarray:
+    """``sum_j a_j^2`` per row of ``action`` (B, act_dim), summed in a fixed left-to-right order.
+
+    numpy's reductions may change their summation order with the array shape (pairwise blocks
+    for longer rows), which would make a batch of B environments differ in the last bit from B
+    single environments; an explicit loop over the few action dimensions avoids that.
+    """
+    total = action[:, 0] * action[:, 0]
+    for j in range(1, action.shape[1]):
+        total = total + action[:, j] * action[:, j]
+    return total
+
+
+def forward_velocity(qpos_before: np.ndarray, qpos: np.ndarray, dt: float) -> np.ndarray:
+    """Root x velocity ``(qpos[0] - qpos_before[0]) / dt`` per row."""
+    return (qpos[:, 0] - qpos_before[:, 0]) / dt
+
+
+def energy_reward(action: np.ndarray) -> np.ndarray:
+    """D4MORL energy objective ``4 - sum(a^2) + 1`` (HalfCheetah, Hopper-v3, Walker2d)."""
+    return 4.0 - squared_action_norm(action) + ALIVE_BONUS
+
+
+# --------------------------------------------------------------------------------------------
+# Per-task reward vectors
+# --------------------------------------------------------------------------------------------
+
+
+def halfcheetah_rewards(
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """MO-HalfCheetah-v2: ``[run, energy]`` with run = min(4, dx/dt) + 1, energy = 4 - |a|^2 + 1."""
+    run = np.minimum(4.0, forward_velocity(qpos_before, qpos, dt)) + ALIVE_BONUS
+    return np.stack([run, energy_reward(action)], axis=1)
+
+
+def hopper_v3_rewards(
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """MO-Hopper-v3: ``[run, jump, energy]``.
+
+    run = 1.5 dx/dt + 1, jump = 12 (h - h0) + 1 with h = qpos[1] after the step and
+    h0 = init_qpos[1], energy = 4 - |a|^2 + 1.
+    """
+    run = 1.5 * forward_velocity(qpos_before, qpos, dt) + ALIVE_BONUS
+    jump = 12.0 * (qpos[:, 1] - init_qpos[1]) + ALIVE_BONUS
+    return np.stack([run, jump, energy_reward(action)], axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-task termination tests (True = the episode ends)
+# --------------------------------------------------------------------------------------------
+
+_MAX_CHEETAH_ANGLE = np.deg2rad(50.0)
+_MAX_HOPPER_ANGLE = np.deg2rad(90.0)
+_MIN_HOPPER_HEIGHT = 0.4
+
+
+def halfcheetah_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """True where the body angle ``qpos[2]`` has left the open interval (-50 deg, 50 deg).
+
+    Written as ``not (|angle| < limit)`` so that a non-finite angle also ends the episode.
+    """
+    return ~(np.abs(qpos[:, 2]) < _MAX_CHEETAH_ANGLE)
+
+
+def hopper_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """Standard Hopper health check: healthy iff height ``qpos[1] > 0.4`` and each of the
+    angles ``qpos[2..5]`` lies in (-90 deg, 90 deg); terminated = not healthy (NaN is unhealthy)."""
+    healthy = (qpos[:, 1] > _MIN_HOPPER_HEIGHT) & np.all(
+        np.abs(qpos[:, 2:6]) < _MAX_HOPPER_ANGLE, axis=1
+    )
+    return ~healthy
+
+
+# --------------------------------------------------------------------------------------------
+# Per-task observations
+# --------------------------------------------------------------------------------------------
+
+
+def observe_without_x(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """``[qpos[1:], qvel]`` as float32 (HalfCheetah)."""
+    return np.concatenate([qpos[:, 1:], qvel], axis=1, dtype=np.float32)
+
+
+def observe_without_x_clip_qvel(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """``[qpos[1:], clip(qvel, -10, 10)]`` as float32 (Hopper, Walker2d)."""
+    return np.concatenate([qpos[:, 1:], np.clip(qvel, -10.0, 10.0)], axis=1, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# Registry
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """Everything that defines one D4MORL task.
+
+    Attributes:
+        id: D4MORL id, e.g. ``"MO-HalfCheetah-v2"``.
+        xml: model file name inside gymnasium's ``envs/mujoco/assets`` directory.
+        frame_skip: MuJoCo steps per environment step.
+        n_obj: number of objectives (length of the reward vector).
+        objectives: objective names, in reward-vector order.
+        obs_dim: observation size.
+        act_low, act_high: D4MORL action bounds (actions are clipped to them).
+        max_episode_steps: episode cap; the environment truncates itself.
+        reward_fn: ``f(qpos_before, qpos, qvel, action, dt, init_qpos) -> (B, n_obj) float64``.
+        terminated_fn: ``f(qpos, qvel) -> (B,) bool``.
+        observation_fn: ``f(qpos, qvel) -> (B, obs_dim) float32``.
+        reset_qpos_noise: half-width of the uniform noise added to ``init_qpos`` at reset.
+        reset_qvel_noise: standard deviation of the normal noise added to ``init_qvel``.
+        reset_exact_qpos: qpos indices kept exactly at their initial value at reset.
+    """
+
+    id: str
+    xml: str
+    frame_skip: int
+    n_obj: int
+    objectives: tuple[str, ...]
+    obs_dim: int
+    act_low: tuple[float, ...]
+    act_high: tuple[float, ...]
+    max_episode_steps: int = 500
+    reward_fn: RewardFn = field(default=halfcheetah_rewards, repr=False)
+    terminated_fn: TerminationFn = field(default=halfcheetah_terminated, repr=False)
+    observation_fn: ObservationFn = field(default=observe_without_x, repr=False)
+    reset_qpos_noise: float = 1e-3
+    reset_qvel_noise: float = 1e-3
+    reset_exact_qpos: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.objectives) != self.n_obj:
+            raise ValueError(
+                f"EnvSpec {self.id!r}: {len(self.objectives)} objective names for n_obj={self.n_obj}"
+            )
+        if len(self.act_low) != len(self.act_high):
+            raise ValueError(f"EnvSpec {self.id!r}: act_low and act_high differ in length")
+        if any(lo >= hi for lo, hi in zip(self.act_low, self.act_high)):
+            raise ValueError(f"EnvSpec {self.id!r}: every act_low must be below act_high")
+        if self.frame_skip < 1 or self.max_episode_steps < 1:
+            raise ValueError(f"EnvSpec {self.id!r}: frame_skip and max_episode_steps must be >= 1")
+
+    @property
+    def act_dim(self) -> int:
+        """Action size."""
+        return len(self.act_low)
+
+
+ENV_SPECS: dict[str, EnvSpec] = {
+    spec.id: spec
+    for spec in (
+        EnvSpec(
+            id="MO-HalfCheetah-v2",
+            xml="half_cheetah.xml",
+            frame_skip=5,
+            n_obj=2,
+            objectives=("run", "energy"),
+            obs_dim=17,
+            act_low=(-1.0,) * 6,
+            act_high=(1.0,) * 6,
+            reward_fn=halfcheetah_rewards,
+            terminated_fn=halfcheetah_terminated,
+            observation_fn=observe_without_x,
+        ),
+        EnvSpec(
+            id="MO-Hopper-v3",
+            xml="hopper.xml",
+            frame_skip=5,
+            n_obj=3,
+            objectives=("run", "jump", "energy"),
+            obs_dim=11,
+            act_low=(-2.0, -2.0, -4.0),
+            act_high=(2.0, 2.0, 4.0),
+            reward_fn=hopper_v3_rewards,
+            terminated_fn=hopper_terminated,
+            observation_fn=observe_without_x_clip_qvel,
+            reset_exact_qpos=(1,),
+        ),
+    )
+}
+
+
+def get_spec(env_id: str) -> EnvSpec:
+    """The :class:`EnvSpec` registered under ``env_id``; ValueError listing the known ids otherwise."""
+    try:
+        return ENV_SPECS[env_id]
+    except (KeyError, TypeError):
+        known = ", ".join(sorted(ENV_SPECS))
+        raise ValueError(f"unknown environment id {env_id!r}; known ids: {known}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Shared physics functions (used by MOMujocoEnv and morl.vector.BatchedEnv)
+# --------------------------------------------------------------------------------------------
+
+
+def assets_dir() -> str:
+    """gymnasium's bundled MuJoCo model directory (found without importing
+    ``gymnasium.envs.mujoco``, whose rendering imports need optional packages)."""
+    return os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets")
+
+
+_SETTOTALMASS = re.compile(r'(<compiler\b[^>]*?)\s+settotalmass\s*=\s*"([^"]*)"')
+
+
+def _compile_xml(path: str) -> mujoco.MjModel:
+    """Compile an MJCF file.
+
+    MuJoCo >= 3.3 deprecates the ``<compiler settotalmass=...>`` attribute (used by
+    gymnasium's ``half_cheetah.xml``) and warns on every load, on stdout and in a
+    ``MUJOCO_LOG.TXT`` file in the working directory.  For such files we drop the attribute
+    and apply the replacement MuJoCo recommends (``mj_setTotalmass`` then ``mj_setConst``),
+    which gives a bit-identical model (checked in tests/test_envs.py).
+    """
+    with open(path, encoding="utf-8") as f:
+        xml = f.read()
+    match = _SETTOTALMASS.search(xml)
+    if match is None:
+        return mujoco.MjModel.from_xml_path(path)
+    try:
+        total_mass = float(match.group(2))
+    except ValueError:
+        raise ValueError(f"{path}: settotalmass={match.group(2)!r} is not a number") from None
+    model = mujoco.MjModel.from_xml_string(xml[: match.start()] + match.group(1) + xml[match.end() :])
+    if total_mass > 0:  # MuJoCo's compiler ignores non-positive values
+        mujoco.mj_setTotalmass(model, total_mass)
+        mujoco.mj_setConst(model, mujoco.MjData(model))
+    return model
+
+
+def load_model(spec: EnvSpec) -> mujoco.MjModel:
+    """Compile the task's XML and set the actuator control range to the D4MORL action bounds."""
+    path = os.path.join(assets_dir(), spec.xml)
+    if not os.path.isfile(path):
+        raise ValueError(f"{spec.id}: model file {path} not found (is gymnasium installed?)")
+    model = _compile_xml(path)
+    if model.nu != spec.act_dim:
+        raise ValueError(
+            f"{spec.id}: {path} has {model.nu} actuators but the spec has {spec.act_dim} action dims"
+        )
+    # MuJoCo clamps ctrl to actuator_ctrlrange; make that range the D4MORL bounds so the action
+    # clipped by clip_actions() is exactly the control that is applied.
+    model.actuator_ctrlrange[:, 0] = spec.act_low
+    model.actuator_ctrlrange[:, 1] = spec.act_high
+    return model
+
+
+def control_timestep(spec: EnvSpec, model: mujoco.MjModel) -> float:
+    """``dt`` of one environment step: MuJoCo timestep times frame skip."""
+    return float(model.opt.timestep) * spec.frame_skip
+
+
+def clip_actions(spec: EnvSpec, actions: Any) -> np.ndarray:
+    """Actions as float64 clipped to the D4MORL bounds (any leading shape, last axis act_dim)."""
+    actions = np.asarray(actions, dtype=np.float64)
+    if actions.shape[-1:] != (spec.act_dim,):
+        raise ValueError(
+            f"{spec.id}: actions must have last dimension {spec.act_dim}, got shape {actions.shape}"
+        )
+    if not np.all(np.isfinite(actions)):
+        raise ValueError(f"{spec.id}: actions contain NaN or infinite values")
+    return np.clip(actions, spec.act_low, spec.act_high)
+
+
+def sample_initial_state(
+    spec: EnvSpec,
+    init_qpos: np.ndarray,
+    init_qvel: np.ndarray,
+    np_random: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Reset state ``(qpos, qvel)``: uniform +-1e-3 qpos noise, then 1e-3 * N(0, 1) qvel noise,
+    drawn in that order from ``np_random``; ``spec.reset_exact_qpos`` entries stay at init."""
+    c = spec.reset_qpos_noise
+    qpos = init_qpos + np_random.uniform(low=-c, high=c, size=init_qpos.shape[0])
+    qvel = init_qvel + spec.reset_qvel_noise * np_random.standard_normal(init_qvel.shape[0])
+    for i in spec.reset_exact_qpos:
+        qpos[i] = init_qpos[i]
+    return qpos, qvel
+
+
+def reset_physics(
+    spec: EnvSpec,
+    model: mujoco.MjModel,
+    data: mujoco.MjData,
+    np_random: np.random.Generator,
+) -> None:
+    """Reset ``data`` to a noisy initial state (see :func:`sample_initial_state`).
+
+    ``mj_resetData`` clears everything (time, controls, solver warm start), so the same seed
+    gives the same episode regardless of what the MjData was used for before.
+    """
+    qpos, qvel = sample_initial_state(spec, model.qpos0, np.zeros(model.nv), np_random)
+    mujoco.mj_resetData(model, data)
+    data.qpos[:] = qpos
+    data.qvel[:] = qvel
+    mujoco.mj_forward(model, data)
+
+
+def simulate(spec: EnvSpec, model: mujoco.MjModel, data: mujoco.MjData, action: np.ndarray) -> None:
+    """Apply the (already clipped) action and advance the physics by ``frame_skip`` MuJoCo steps."""
+    data.ctrl[:] = action
+    mujoco.mj_step(model, data, nstep=spec.frame_skip)
+
+
+def compute_rewards(
+    spec: EnvSpec,
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """Reward vectors (B, n_obj) float32 of a batch of transitions (states after the step,
+    ``qpos_before`` the positions before it, ``action`` the clipped actions)."""
+    return spec.reward_fn(qpos_before, qpos, qvel, action, dt, init_qpos).astype(np.float32)
+
+
+def compute_terminated(spec: EnvSpec, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """(B,) bool: which states end the episode."""
+    return spec.terminated_fn(qpos, qvel)
+
+
+def compute_observations(spec: EnvSpec, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """(B, obs_dim) float32 observations of a batch of states."""
+    return spec.observation_fn(qpos, qvel)
+
+
+# --------------------------------------------------------------------------------------------
+# Single environment
+# --------------------------------------------------------------------------------------------
+
+
+class MOMujocoEnv(gymnasium.Env):
+    """One D4MORL task as a gymnasium environment with a vector reward.
+
+    ``step(action)`` returns ``(obs float32 (obs_dim,), reward float32 (n_obj,), terminated,
+    truncated, info)`` with ``info["obj"]`` a copy of the reward vector; ``truncated`` becomes
+    True at step ``max_episode_steps`` (500).  Rendering is not supported.
+
+    Args:
+        env_id: a key of :data:`ENV_SPECS`.
+        render_mode: must be None.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, env_id: str, render_mode: str | None = None) -> None:
+        if render_mode is not None:
+            raise ValueError(f"{env_id}: rendering is not supported (render_mode={render_mode!r})")
+        self.render_mode = None
+        self.spec_morl: EnvSpec = get_spec(env_id)
+        spec = self.spec_morl
+        self.model = load_model(spec)
+        self.data = mujoco.MjData(self.model)
+        self.dt = control_timestep(spec, self.model)
+        self.init_qpos = self.model.qpos0.copy()
+        self.metadata = {"render_modes": [], "render_fps": int(round(1.0 / self.dt))}
+        self.action_space = spaces.Box(
+            low=np.asarray(spec.act_low, dtype=np.float32),
+            high=np.asarray(spec.act_high, dtype=np.float32),
+            dtype=np.float32,
+        )
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(spec.obs_dim,), dtype=np.float32)
+        self.reward_space = spaces.Box(-np.inf, np.inf, shape=(spec.n_obj,), dtype=np.float32)
+        self.reward_dim = spec.n_obj
+        # (1, n) views of the MuJoCo state, so the batched reward/observation functions apply.
+        self._qpos = self.data.qpos[None, :]
+        self._qvel = self.data.qvel[None, :]
+        self._qpos_before = np.empty((1, self.model.nq))
+        self._elapsed_steps: int | None = None
+
+    @property
+    def elapsed_steps(self) -> int:
+        """Steps taken in the current episode."""
+        return 0 if self._elapsed_steps is None else self._elapsed_steps
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        reset_physics(self.spec_morl, self.model, self.data, self.np_random)
+        self._elapsed_steps = 0
+        return compute_observations(self.spec_morl, self._qpos, self._qvel)[0], {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, bool, bool, dict[str, Any]]:
+        if self._elapsed_steps is None:
+            raise RuntimeError(f"{self.spec_morl.id}: call reset() before step()")
+        spec = self.spec_morl
+        clipped = clip_actions(spec, action)
+        if clipped.shape != (spec.act_dim,):
+            raise ValueError(
+                f"{spec.id}: action must have shape ({spec.act_dim},), got {np.shape(action)}"
+            )
+        self._qpos_before[:] = self._qpos
+        simulate(spec, self.model, self.data, clipped)
+        self._elapsed_steps += 1
+        reward = compute_rewards(
+            spec, self._qpos_before, self._qpos, self._qvel, clipped[None, :], self.dt, self.init_qpos
+        )[0]
+        terminated = bool(compute_terminated(spec, self._qpos, self._qvel)[0])
+        truncated = self._elapsed_steps >= spec.max_episode_steps
+        obs = compute_observations(spec, self._qpos, self._qvel)[0]
+        return obs, reward, terminated, truncated, {"obj": reward.copy()}
+
+    def __repr__(self) -> str:
+        return f"MOMujocoEnv({self.spec_morl.id!r})"
+
+
+def _register_with_gymnasium() -> None:
+    """Register every task of :data:`ENV_SPECS` with gymnasium (idempotent)."""
+    for env_id in ENV_SPECS:
+        if env_id in gymnasium.registry:
+            continue
+        gymnasium.register(
+            id=env_id,
+            entry_point="morl.envs:MOMujocoEnv",
+            kwargs={"env_id": env_id},
+            max_episode_steps=None,  # the environment truncates itself
+            disable_env_checker=True,  # the passive checker expects scalar rewards
+        )
+
+
+_register_with_gymnasium()

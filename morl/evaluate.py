@@ -1,0 +1,315 @@
+"""Evaluation over the preference simplex (reference §4).
+
+Every point of a uniform simplex lattice is one preference ``w``. All points are rolled out
+together in a :class:`~morl.vector.BatchedEnv`, with one policy forward per step for the whole
+batch. For a trained agent the initial return-to-go is ``g0 = w * R(w)``, where ``R`` is a
+per-objective linear regression from the training dataset's trajectory preferences to trajectory
+returns. The achieved raw return vector (averaged over ``episodes`` episodes) is the point of
+that preference; hypervolume, sparsity and friends are computed on the set of points.
+
+Output: one Parquet file per evaluated policy, one row per grid point, with columns
+``point, preference, target_return, return, length, episode_seeds`` and, in its ``morl``
+metadata, the summary metrics, the regression coefficients and where the policy came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from morl import __version__
+from morl.data import META_KEY, atomic_write, file_sha256, load_dataset, read_meta
+from morl.envs import get_spec
+from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
+from morl.preferences import default_divisions, simplex_grid
+from morl.progress import Progress, log
+from morl.vector import BatchedEnv
+
+
+class Agent(Protocol):
+    """What the evaluator needs from a policy: a batched, stateful controller."""
+
+    def reset(self, preferences: np.ndarray, target_returns: np.ndarray) -> None: ...
+    def act(self, obs: np.ndarray) -> np.ndarray: ...
+    def observe(self, actions: np.ndarray, rewards: np.ndarray) -> None: ...
+
+
+class BehaviorAgent:
+    """The behavior policy's deterministic action for each slot's preference."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.prefs: np.ndarray | None = None
+
+    def reset(self, preferences, target_returns) -> None:
+        self.prefs = np.asarray(preferences, np.float32)
+
+    def act(self, obs):
+        return self.policy.act(obs, self.prefs)
+
+    def observe(self, actions, rewards) -> None:
+        pass
+
+
+class ConstantAgent:
+    """Always the same action (zeros: the 'do nothing' baseline)."""
+
+    def __init__(self, action: np.ndarray):
+        self.action = np.asarray(action, np.float32)
+        self.n = 0
+
+    def reset(self, preferences, target_returns) -> None:
+        self.n = len(preferences)
+
+    def act(self, obs):
+        return np.broadcast_to(self.action, (self.n, self.action.shape[0])).copy()
+
+    def observe(self, actions, rewards) -> None:
+        pass
+
+
+class RandomAgent:
+    """Uniformly random actions within the bounds, from a seeded generator."""
+
+    def __init__(self, low, high, seed: int):
+        self.low, self.high = np.asarray(low, np.float32), np.asarray(high, np.float32)
+        self.rng = np.random.default_rng(seed)
+        self.n = 0
+
+    def reset(self, preferences, target_returns) -> None:
+        self.n = len(preferences)
+
+    def act(self, obs):
+        return self.rng.uniform(self.low, self.high, size=(self.n, self.low.shape[0])).astype(np.float32)
+
+    def observe(self, actions, rewards) -> None:
+        pass
+
+
+def fit_return_regression(traj_preferences: np.ndarray, traj_returns: np.ndarray) -> np.ndarray:
+    """Least-squares fit of each objective's return on the preference (with intercept).
+
+    Returns ``coef`` of shape ``(n_obj, n_obj + 1)``: ``R_i(w) = coef[i, :-1] . w + coef[i, -1]``.
+    """
+    W = np.asarray(traj_preferences, np.float64)
+    R = np.asarray(traj_returns, np.float64)
+    X = np.hstack([W, np.ones((len(W), 1))])
+    coef, *_ = np.linalg.lstsq(X, R, rcond=None)
+    return coef.T.copy()
+
+
+def initial_targets(coef: np.ndarray, preferences: np.ndarray) -> np.ndarray:
+    """``g0 = w * R(w)`` elementwise, with ``R`` from :func:`fit_return_regression`."""
+    W = np.asarray(preferences, np.float64)
+    predicted = W @ coef[:, :-1].T + coef[:, -1]
+    return W * predicted
+
+
+def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
+    """Deterministic environment seeds, shape ``(episodes, n_points)``."""
+    ss = np.random.SeedSequence(seed)
+    return ss.generate_state(episodes * n_points, dtype=np.uint32).reshape(episodes, n_points).astype(np.int64)
+
+
+def rollout(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray, seeds: np.ndarray,
+            progress: Progress | None = None):  # fmt: skip
+    """Run one episode per row of ``preferences`` in lockstep; return (returns (B, n_obj), lengths (B,))."""
+    B = len(preferences)
+    env = BatchedEnv(env_id, B)
+    obs = env.reset(seeds)
+    agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32))
+    returns = np.zeros((B, get_spec(env_id).n_obj), np.float64)
+    while not env.done:
+        act = agent.act(obs)
+        obs, rew, _, _ = env.step(act)
+        returns += rew
+        agent.observe(act, rew)
+        if progress is not None:
+            progress.update(1)
+    return returns, env.lengths.copy()
+
+
+def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
+    """HV, SP, RD, EU and the number of non-dominated points of one evaluation."""
+    return {
+        "hv": float(hypervolume(returns)),
+        "sp": float(sparsity(returns)),
+        "rd": float(return_deviation(preferences, returns)),
+        "eu": float(expected_utility(preferences, returns)),
+        "n_nondominated": int(len(pareto_front(returns))),
+        "n_points": int(len(returns)),
+    }
+
+
+def evaluate_agent(
+    env_id: str,
+    agent: Agent,
+    divisions: int | None,
+    episodes: int,
+    seed: int,
+    coef: np.ndarray | None = None,
+    progress: bool = True,
+    desc: str = "evaluate",
+) -> dict[str, Any]:
+    """Roll ``agent`` out on the whole grid; return per-point arrays and the summary."""
+    spec = get_spec(env_id)
+    prefs = simplex_grid(spec.n_obj, divisions or default_divisions(spec.n_obj))
+    targets = initial_targets(coef, prefs) if coef is not None else np.zeros_like(prefs)
+    seeds = episode_seeds(seed, len(prefs), episodes)
+    bar = Progress(episodes * spec.max_episode_steps, desc, unit="batch-step", enabled=progress)
+    total_ret = np.zeros((len(prefs), spec.n_obj))
+    total_len = np.zeros(len(prefs))
+    for e in range(episodes):
+        ret, lens = rollout(env_id, agent, prefs, targets, seeds[e], progress=bar)
+        total_ret += ret
+        total_len += lens
+        bar.n = (e + 1) * spec.max_episode_steps
+    bar.close()
+    returns = total_ret / episodes
+    return {
+        "preferences": prefs,
+        "targets": targets,
+        "returns": returns,
+        "lengths": total_len / episodes,
+        "seeds": seeds.T,
+        "summary": summarize(prefs, returns),
+    }
+
+
+def _list_column(arr: np.ndarray, dtype=pa.float64()) -> pa.FixedSizeListArray:
+    arr = np.ascontiguousarray(arr)
+    return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), dtype), arr.shape[1])
+
+
+def write_evaluation(output: str | os.PathLike, result: dict[str, Any], meta: dict[str, Any],
+                     policy_names: np.ndarray | None = None) -> None:  # fmt: skip
+    """Write per-point rows atomically; the summary and provenance go into the metadata.
+
+    With ``policy_names`` (one per row) several policies share the file, told apart by a
+    ``policy`` column, and the point index restarts for each of them.
+    """
+    n = len(result["preferences"])
+    columns = {}
+    if policy_names is not None:
+        columns["policy"] = pa.array(list(policy_names), pa.string())
+        per_policy = n // len(set(policy_names))
+        point = np.tile(np.arange(per_policy), n // per_policy)
+    else:
+        point = np.arange(n)
+    columns |= {
+        "point": pa.array(point, pa.int32()),
+        "preference": _list_column(result["preferences"]),
+        "target_return": _list_column(result["targets"]),
+        "return": _list_column(result["returns"]),
+        "length": pa.array(result["lengths"], pa.float64()),
+        "episode_seeds": _list_column(result["seeds"], pa.int64()),
+    }
+    full_meta = {**meta, "summary": result["summary"], "morl_version": __version__}
+    table = pa.table(columns).replace_schema_metadata({META_KEY: json.dumps(full_meta, sort_keys=True)})
+    atomic_write(output, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+
+
+def evaluate_checkpoint(
+    checkpoint: str | os.PathLike,
+    dataset: str | os.PathLike,
+    output: str | os.PathLike,
+    divisions: int | None = None,
+    episodes: int = 1,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Evaluate a trained model on the grid; the target regression is fit on ``dataset``."""
+    from morl.agents import load_agent
+
+    ds_meta = read_meta(dataset)
+    ds = load_dataset(dataset)
+    coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
+    agent = load_agent(checkpoint)
+    env_id = ds_meta["env_id"]
+    result = evaluate_agent(env_id, agent, divisions, episodes, seed, coef=coef, progress=progress,
+                            desc=f"evaluate {Path(checkpoint).parent}")  # fmt: skip
+    meta = {
+        "kind": "model",
+        "env_id": env_id,
+        "quality": ds_meta.get("quality"),
+        "entropy": ds_meta.get("entropy"),
+        "model": getattr(agent, "model_name", None),
+        "train_seed": getattr(agent, "seed", None),
+        "checkpoint": str(checkpoint),
+        "checkpoint_sha256": file_sha256(checkpoint),
+        "dataset": str(dataset),
+        "dataset_sha256": file_sha256(dataset),
+        "eval_seed": seed,
+        "episodes": episodes,
+        "target_regression": coef.tolist(),
+    }
+    write_evaluation(output, result, meta)
+    log.info("evaluated %s: %s", checkpoint, result["summary"])
+    return result["summary"]
+
+
+def evaluate_behavior(
+    policy_path: str | os.PathLike,
+    output: str | os.PathLike,
+    divisions: int | None = None,
+    episodes: int = 1,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, dict[str, float]]:
+    """The behavior front ("B") and two trivial baselines (zero and uniform-random actions) on the grid.
+
+    All three go into ``output``, told apart by the ``policy`` column (behavior, zero, random).
+    """
+    from morl.behavior import BehaviorPolicy
+
+    policy = BehaviorPolicy(policy_path)
+    env_id = policy.env_id
+    agents = {
+        "behavior": BehaviorAgent(policy),
+        "zero": ConstantAgent(np.zeros(policy.act_dim, np.float32)),
+        "random": RandomAgent(policy.act_low, policy.act_high, seed=seed),
+    }
+    tables, summaries = [], {}
+    for name, agent in agents.items():
+        res = evaluate_agent(env_id, agent, divisions, episodes, seed, progress=progress,
+                             desc=f"evaluate {env_id} {name}")  # fmt: skip
+        summaries[name] = res["summary"]
+        tables.append(res)
+    n = len(tables[0]["preferences"])
+    merged = {k: np.concatenate([t[k] for t in tables]) for k in ("preferences", "targets", "returns", "lengths", "seeds")}
+    merged["summary"] = summaries["behavior"]
+    meta = {
+        "kind": "behavior",
+        "env_id": env_id,
+        "checkpoint": str(policy_path),
+        "checkpoint_sha256": file_sha256(policy_path),
+        "eval_seed": seed,
+        "episodes": episodes,
+        "baselines": summaries,
+    }
+    write_evaluation(output, merged, meta, policy_names=np.repeat(list(agents), n))
+    ratio = summaries["behavior"]["hv"] / max(summaries["zero"]["hv"], summaries["random"]["hv"], 1e-12)
+    log.info("behavior front of %s: HV %.4g (zero actions %.4g, random actions %.4g; ratio to the better %.2fx)",
+             env_id, summaries["behavior"]["hv"], summaries["zero"]["hv"], summaries["random"]["hv"], ratio)  # fmt: skip
+    return summaries
+
+
+def read_evaluation(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Metadata and per-point arrays of an evaluation file."""
+    meta = read_meta(path)
+    table = pq.read_table(path)
+    n_obj = table.schema.field("return").type.list_size
+    arrays = {
+        name: table.column(name).combine_chunks().flatten().to_numpy().reshape(-1, n_obj)
+        for name in ("preference", "target_return", "return")
+    }
+    arrays["length"] = table.column("length").to_numpy()
+    if "policy" in table.column_names:
+        arrays["policy"] = np.asarray(table.column("policy").to_pylist())
+    return meta, arrays

@@ -1,0 +1,316 @@
+"""Pareto-front metrics for multi-objective returns (all objectives are maximised).
+
+Given the return vectors an agent achieves across a grid of preferences (reference
+``d4morl.md`` §4), this module computes:
+
+* :func:`pareto_front` - the unique non-dominated return vectors;
+* :func:`hypervolume` (HV) - the volume dominated by the points and bounded by a reference
+  point (default: the origin). Exact: a sort-and-sweep for 2 objectives, the dimension sweep of
+  Beume et al. (2009) for 3, and slicing along the last objective down to the 3-objective sweep
+  for more (Hypervolume by Slicing Objectives);
+* :func:`sparsity` (SP) - the mean squared gap between neighbouring front points, per objective;
+* :func:`return_deviation` (RD) - how far the achieved return ratios are from the preferences;
+* :func:`expected_utility` (EU) - the mean scalarised return ``w . R``.
+
+Points are rows of an ``(N, n_obj)`` array; computations are in float64.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+__all__ = [
+    "pareto_front",
+    "hypervolume",
+    "sparsity",
+    "return_deviation",
+    "expected_utility",
+]
+
+# pareto_front for >= 3 objectives compares this many candidate points at a time.
+_FRONT_CHUNK = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checking
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_points(points, name: str = "points", n_obj: int | None = None) -> np.ndarray:
+    """``points`` as a float64 ``(N, n_obj)`` array; an empty input gives ``(0, n_obj)``."""
+    arr = np.asarray(points, dtype=np.float64)
+    if arr.size == 0:
+        if arr.ndim == 2 and arr.shape[1] > 0:
+            n_obj = arr.shape[1] if n_obj is None else n_obj
+            if arr.shape[1] != n_obj:
+                raise ValueError(f"{name} has {arr.shape[1]} objectives, expected {n_obj}")
+        return np.empty((0, 0 if n_obj is None else n_obj), dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (N, n_obj), got shape {arr.shape}")
+    if n_obj is not None and arr.shape[1] != n_obj:
+        raise ValueError(f"{name} has {arr.shape[1]} objectives, expected {n_obj}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+    return arr
+
+
+def _as_paired(preferences, returns) -> tuple[np.ndarray, np.ndarray]:
+    w = _as_points(preferences, "preferences")
+    r = _as_points(returns, "returns")
+    if w.shape[0] == 0 or r.shape[0] == 0:
+        raise ValueError("preferences and returns must be non-empty")
+    if w.shape != r.shape:
+        raise ValueError(
+            f"preferences and returns must have the same shape, got {w.shape} and {r.shape}"
+        )
+    if np.any(w < 0.0):
+        raise ValueError("preferences must be non-negative")
+    sums = w.sum(axis=1)
+    if np.any(np.abs(sums - 1.0) > 1e-4):
+        raise ValueError(
+            "preferences must sum to 1 per row (within 1e-4), got row sums in "
+            f"[{sums.min():.6g}, {sums.max():.6g}]"
+        )
+    return w, r
+
+
+# ---------------------------------------------------------------------------------------------
+# Pareto front
+# ---------------------------------------------------------------------------------------------
+
+
+def _front_mask_2d(p: np.ndarray) -> np.ndarray:
+    """Mask of the non-dominated rows of unique 2-objective points ``p``."""
+    order = np.lexsort((-p[:, 1], -p[:, 0]))  # x descending, ties: y descending
+    y = p[order, 1]
+    best_before = np.concatenate(([-np.inf], np.maximum.accumulate(y)[:-1]))
+    mask = np.zeros(p.shape[0], dtype=bool)
+    mask[order[y > best_before]] = True
+    return mask
+
+
+def _dominated_by(c: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """For each row of ``c``: is it dominated by some row of ``s``? (``(len(c),)`` bool)"""
+    if c.shape[0] == 0 or s.shape[0] == 0:
+        return np.zeros(c.shape[0], dtype=bool)
+    ge = np.all(s[None, :, :] >= c[:, None, :], axis=2)
+    gt = np.any(s[None, :, :] > c[:, None, :], axis=2)
+    return np.any(ge & gt, axis=1)
+
+
+def _front_mask_nd(p: np.ndarray) -> np.ndarray:
+    """Mask of the non-dominated rows of unique points ``p`` (any number of objectives).
+
+    A point can only be dominated by a point with a strictly larger coordinate sum, and any
+    dominated point is dominated by some front point. So candidates are visited in order of
+    decreasing sum, a chunk at a time, and each is compared with the front found so far and with
+    the earlier points of its own chunk.
+    """
+    order = np.argsort(-p.sum(axis=1), kind="stable")
+    front_idx: list[np.ndarray] = []
+    front = np.empty((0, p.shape[1]))
+    for start in range(0, order.size, _FRONT_CHUNK):
+        idx = order[start : start + _FRONT_CHUNK]
+        # First against the front found so far (usually removes most candidates) ...
+        idx = idx[~_dominated_by(p[idx], front)]
+        # ... then against the other survivors of this chunk.
+        c = p[idx]
+        keep = idx[~_dominated_by(c, c)]
+        if keep.size:
+            front_idx.append(keep)
+            front = np.concatenate([front, p[keep]])
+    mask = np.zeros(p.shape[0], dtype=bool)
+    if front_idx:
+        mask[np.concatenate(front_idx)] = True
+    return mask
+
+
+def pareto_front(points) -> np.ndarray:
+    """Unique non-dominated rows of ``points`` (maximisation).
+
+    Point ``a`` dominates ``b`` if ``a_i >= b_i`` for every objective and ``a_i > b_i`` for at
+    least one. Duplicated rows are kept once. The result is sorted lexicographically ascending
+    (first objective, then second, ...). An empty input gives an empty ``(0, n_obj)`` array.
+    """
+    p = _as_points(points)
+    if p.shape[0] == 0:
+        return p
+    p = np.unique(p, axis=0)  # also sorts lexicographically
+    if p.shape[1] == 1:
+        return p[-1:]
+    mask = _front_mask_2d(p) if p.shape[1] == 2 else _front_mask_nd(p)
+    return p[mask]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hypervolume
+# ---------------------------------------------------------------------------------------------
+
+
+def _hv2(q: np.ndarray) -> float:
+    """Area dominated by positive 2-D points ``q`` with the origin as reference.
+
+    Sweep in order of decreasing first objective: point i adds the strip of heights between the
+    best second objective seen so far and its own, of width ``x_i``.
+    """
+    order = np.lexsort((-q[:, 1], -q[:, 0]))
+    x, y = q[order, 0], q[order, 1]
+    best_before = np.concatenate(([0.0], np.maximum.accumulate(y)[:-1]))
+    return float(np.sum(x * np.maximum(y - best_before, 0.0)))
+
+
+def _hv3(q: np.ndarray) -> float:
+    """Volume dominated by positive 3-D points ``q`` with the origin as reference.
+
+    Dimension sweep (Beume, Fonseca, Lopez-Ibanez, Paquete, Vahrenhold 2009): visit points in
+    order of decreasing third objective while keeping the 2-D staircase of the (x, y) of the
+    points visited so far, and its area A. Between consecutive z levels the dominated volume is
+    A times the z gap. The staircase is kept as lists sorted by x ascending (so y descending),
+    and each insertion updates A by exactly the area the new point adds.
+    """
+    order = np.argsort(-q[:, 2], kind="stable")
+    pts = q[order]
+    z_next = np.append(pts[1:, 2], 0.0)
+    xs: list[float] = []  # staircase x, ascending
+    neg_ys: list[float] = []  # staircase -y, ascending (y descending)
+    area = 0.0
+    volume = 0.0
+    for (x, y, z), zn in zip(pts.tolist(), z_next.tolist()):
+        i = bisect_left(xs, x)  # staircase points with x' >= x are i, i+1, ...
+        if not (i < len(xs) and -neg_ys[i] >= y):  # else (x, y) is weakly dominated
+            k = bisect_left(neg_ys, -y)  # first staircase point with y' <= y
+            j = bisect_right(xs, x)  # staircase points with x' <= x are ..., j-1
+            # Points k..j-1 are dominated by (x, y) and leave the staircase. Over abscissae
+            # t in (x_left, x] the new point raises the covered height from the old staircase
+            # height to y.
+            x_prev = xs[k - 1] if k > 0 else 0.0
+            added = 0.0
+            for m in range(k, j):
+                added += (xs[m] - x_prev) * (y + neg_ys[m])
+                x_prev = xs[m]
+            y_right = -neg_ys[j] if j < len(xs) else 0.0
+            added += (x - x_prev) * (y - y_right)
+            area += added
+            xs[k:j] = [x]
+            neg_ys[k:j] = [-y]
+        volume += area * (z - zn)
+    return volume
+
+
+def _hv_slicing(q: np.ndarray) -> float:
+    """Exact hypervolume of positive points ``q`` (>= 4 objectives), origin as reference.
+
+    Hypervolume by Slicing Objectives: sort by the last objective descending; the slab between
+    consecutive last-objective values z_k > z_{k+1} is the (n-1)-dimensional hypervolume of the
+    first k points (projected, restricted to their non-dominated set) times the slab height.
+    The recursion ends in the exact 3-objective sweep.
+    """
+    order = np.argsort(-q[:, -1], kind="stable")
+    pts = q[order]
+    z_next = np.append(pts[1:, -1], 0.0)
+    volume = 0.0
+    for k in range(pts.shape[0]):
+        height = pts[k, -1] - z_next[k]
+        if height > 0.0:
+            volume += height * _hv_positive(pareto_front(pts[: k + 1, :-1]))
+    return volume
+
+
+def _hv_positive(q: np.ndarray) -> float:
+    """Hypervolume of points with all coordinates > 0, reference at the origin."""
+    if q.shape[0] == 0:
+        return 0.0
+    n_obj = q.shape[1]
+    if n_obj == 1:
+        return float(q.max())
+    if n_obj == 2:
+        return _hv2(q)
+    if n_obj == 3:
+        return _hv3(q)
+    return _hv_slicing(q)
+
+
+def hypervolume(points, ref_point=None) -> float:
+    """Exact hypervolume of ``points`` (maximisation) with respect to ``ref_point``.
+
+    The volume of the union of the boxes ``[ref, p]`` over the points ``p`` that strictly
+    dominate the reference (``p_i > ref_i`` for every objective); other points contribute
+    nothing, as do dominated and duplicated points. ``ref_point`` defaults to the origin, as in
+    D4MORL (all its rewards are shifted positive). An empty input has hypervolume 0.
+
+    Exact for any number of objectives: a sort-and-sweep for 2, a dimension sweep for 3
+    (O(N log N) plus list updates), and slicing along the last objective down to the 3-objective
+    sweep for more (cost grows like N^(n_obj-2); fine for lattice-sized sets in 4-5 objectives).
+    """
+    ref = None if ref_point is None else np.asarray(ref_point, dtype=np.float64)
+    if ref is not None:
+        if ref.ndim != 1 or ref.size == 0:
+            raise ValueError(f"ref_point must be a 1-D vector, got shape {ref.shape}")
+        if not np.all(np.isfinite(ref)):
+            raise ValueError("ref_point contains non-finite values")
+    p = _as_points(points, n_obj=None if ref is None else ref.size)
+    if p.shape[0] == 0:
+        return 0.0
+    if ref is None:
+        ref = np.zeros(p.shape[1])
+    q = p[np.all(p > ref, axis=1)] - ref
+    return _hv_positive(q)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sparsity, return deviation, expected utility
+# ---------------------------------------------------------------------------------------------
+
+
+def sparsity(points) -> float:
+    """Sparsity (SP) of the Pareto front of ``points`` (reference §4; lower is better).
+
+    With ``F`` the strictly non-dominated points (unique rows of :func:`pareto_front`) and
+    ``N = |F|``: for each objective ``j`` sort ``F[:, j]`` into ``s_j`` and sum the squared gaps
+    between neighbours; then sum over objectives and divide by ``N - 1``::
+
+        SP = 1 / (N - 1) * sum_j sum_{i=1}^{N-1} (s_j[i+1] - s_j[i])^2
+
+    Zero when there are fewer than two front points.
+    """
+    front = pareto_front(points)
+    n = front.shape[0]
+    if n < 2:
+        return 0.0
+    s = np.sort(front, axis=0)
+    return float(np.sum(np.diff(s, axis=0) ** 2) / (n - 1))
+
+
+def return_deviation(preferences, returns) -> float:
+    """Return Deviation (RD): mean L2 distance between achieved return ratio and preference.
+
+    For each point ``i`` with preference ``w_i`` (non-negative, summing to 1) and achieved raw
+    return vector ``R_i`` (with ``sum(R_i) > 0``)::
+
+        RD = mean_i || R_i / sum_j R_ij  -  w_i ||_2
+
+    0 means every agent split its return between objectives exactly in the proportions of its
+    preference. Points whose return vector does not have a positive sum have no return ratio
+    (a policy with large energy penalties can get there); they are left out of the mean, and
+    the result is NaN when no point is left.
+    """
+    w, r = _as_paired(preferences, returns)
+    totals = r.sum(axis=1)
+    ok = totals > 0.0
+    if not np.any(ok):
+        return float("nan")
+    ratio = r[ok] / totals[ok, None]
+    return float(np.mean(np.linalg.norm(ratio - w[ok], axis=1)))
+
+
+def expected_utility(preferences, returns) -> float:
+    """Expected Utility (EU): mean over points of the scalarised return ``w_i . R_i``.
+
+    ``preferences`` (non-negative rows summing to 1) and raw ``returns`` are ``(N, n_obj)``
+    arrays paired by row; with the preferences on a uniform simplex grid this estimates the
+    expected utility over uniformly drawn linear preferences.
+    """
+    w, r = _as_paired(preferences, returns)
+    return float(np.mean(np.sum(w * r, axis=1)))

@@ -1,0 +1,320 @@
+"""Preferences on the probability simplex: evaluation lattice, dataset samplers, spread.
+
+A *preference* ``w`` is a vector of ``n_obj`` non-negative weights summing to one; an agent
+conditioned on ``w`` should maximise the scalarised return ``w . R``.
+
+This module holds the three preference ideas of D4MORL / PEDA (reference ``d4morl.md``):
+
+* :func:`simplex_grid` - the uniform evaluation lattice of §4 (501 points for two objectives,
+  step 1/500; 325 points for three objectives, step 1/24).
+* :func:`sample_preferences` - the High / Medium / Low entropy dataset distributions of §2.
+* :func:`preference_entropy` - a histogram estimate of the differential entropy of a set of
+  preferences, used to order datasets by how widely their preferences spread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from numbers import Integral
+
+import numpy as np
+
+__all__ = [
+    "ENTROPY_LEVELS",
+    "MEDIUM_ALPHA_RANGE",
+    "LOW_ALPHA_RANGE",
+    "simplex_grid",
+    "default_divisions",
+    "sample_preferences",
+    "preference_entropy",
+]
+
+#: Names of the three D4MORL preference distributions, widest first.
+ENTROPY_LEVELS: tuple[str, ...] = ("high", "medium", "low")
+
+#: Medium entropy ("wide"): Dirichlet concentrations alpha_i ~ U(0, 1e7).
+MEDIUM_ALPHA_RANGE: tuple[float, float] = (0.0, 1e7)
+
+#: Low entropy ("narrow"): Dirichlet concentrations alpha_i ~ U(1e7/3, 2e7/3).
+LOW_ALPHA_RANGE: tuple[float, float] = (1e7 / 3.0, 2e7 / 3.0)
+
+_DEFAULT_DIVISIONS = {2: 500, 3: 24}
+
+# simplex_grid refuses to build lattices larger than this (they would not fit an evaluation).
+_MAX_GRID_ROWS = 10_000_000
+
+# High-entropy rejection sampling: at most this many rounds of candidate draws ...
+_MAX_REJECTION_ROUNDS = 100
+# ... at most this many candidates per round (bounds the memory of one round) ...
+_MAX_CANDIDATES_PER_ROUND = 2_000_000
+# ... and at most this many candidates in all before giving up.
+_MAX_CANDIDATES_TOTAL = 20_000_000
+
+
+def _check_int(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation lattice
+# ---------------------------------------------------------------------------------------------
+
+
+def default_divisions(n_obj: int) -> int:
+    """Lattice divisions of the D4MORL evaluation grid: 500 for 2 objectives, 24 for 3.
+
+    ``simplex_grid(2, 500)`` has 501 points and ``simplex_grid(3, 24)`` has C(26, 2) = 325
+    points (reference §4). Other objective counts have no published grid: pass ``divisions``
+    explicitly to :func:`simplex_grid`.
+    """
+    n_obj = _check_int(n_obj, "n_obj", 1)
+    try:
+        return _DEFAULT_DIVISIONS[n_obj]
+    except KeyError:
+        raise ValueError(
+            f"no default preference-grid divisions for n_obj={n_obj} (known: 2 -> 500, 3 -> 24); "
+            "pass divisions explicitly"
+        ) from None
+
+
+def simplex_grid(n_obj: int, divisions: int) -> np.ndarray:
+    """Uniform lattice on the preference simplex.
+
+    Returns every vector ``k / divisions`` where ``k`` is a composition of ``divisions`` into
+    ``n_obj`` non-negative integer parts, i.e. ``C(divisions + n_obj - 1, n_obj - 1)`` rows of
+    shape ``(n_obj,)``, float64, each summing to one. Rows are in ascending lexicographic order
+    of ``k`` (so for two objectives: ``(0, 1), (1/500, 499/500), ..., (1, 0)``).
+
+    Examples: ``simplex_grid(2, 500)`` -> 501 rows, ``simplex_grid(3, 24)`` -> 325 rows.
+    """
+    n_obj = _check_int(n_obj, "n_obj", 1)
+    divisions = _check_int(divisions, "divisions", 1)
+    n_rows = math.comb(divisions + n_obj - 1, n_obj - 1)
+    if n_rows > _MAX_GRID_ROWS:
+        raise ValueError(
+            f"simplex_grid(n_obj={n_obj}, divisions={divisions}) would have {n_rows} rows "
+            f"(limit {_MAX_GRID_ROWS}); use fewer divisions"
+        )
+    if n_obj == 1:
+        return np.ones((1, 1), dtype=np.float64)
+    # Stars and bars: choose the positions of n_obj - 1 bars among divisions + n_obj - 1 slots;
+    # the parts are the gaps between consecutive bars. itertools.combinations yields bar
+    # positions in lexicographic order, which is the lexicographic order of the parts.
+    n_bars = n_obj - 1
+    bars = np.fromiter(
+        itertools.chain.from_iterable(itertools.combinations(range(divisions + n_bars), n_bars)),
+        dtype=np.int64,
+        count=n_rows * n_bars,
+    ).reshape(n_rows, n_bars)
+    edges = np.empty((n_rows, n_obj + 1), dtype=np.int64)
+    edges[:, 0] = -1
+    edges[:, 1:-1] = bars
+    edges[:, -1] = divisions + n_bars
+    parts = np.diff(edges, axis=1) - 1
+    return parts.astype(np.float64) / divisions
+
+
+# ---------------------------------------------------------------------------------------------
+# Dataset preference distributions
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_bounds(low, high, n_obj: int) -> tuple[np.ndarray, np.ndarray]:
+    low = np.zeros(n_obj) if low is None else np.asarray(low, dtype=np.float64)
+    high = np.ones(n_obj) if high is None else np.asarray(high, dtype=np.float64)
+    low = np.broadcast_to(low, (n_obj,)) if low.ndim == 0 else low
+    high = np.broadcast_to(high, (n_obj,)) if high.ndim == 0 else high
+    for name, arr in (("low", low), ("high", high)):
+        if arr.shape != (n_obj,):
+            raise ValueError(f"{name} must have shape ({n_obj},), got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite, got {arr}")
+        if np.any(arr < 0.0) or np.any(arr > 1.0):
+            raise ValueError(f"{name} must lie in [0, 1], got {arr}")
+    if np.any(low > high):
+        raise ValueError(f"low must be <= high per objective, got low={low}, high={high}")
+    if low.sum() > 1.0 + 1e-12 or high.sum() < 1.0 - 1e-12:
+        raise ValueError(
+            "the box [low, high] does not meet the simplex (need sum(low) <= 1 <= sum(high)), "
+            f"got low={low}, high={high}"
+        )
+    return np.array(low, dtype=np.float64), np.array(high, dtype=np.float64)
+
+
+def _dirichlet_ones(rng: np.random.Generator, m: int, n_obj: int) -> np.ndarray:
+    """``m`` draws of Dirichlet(1, ..., 1): normalised Exp(1) draws (uniform on the simplex)."""
+    e = rng.standard_exponential(size=(m, n_obj))
+    s = e.sum(axis=1, keepdims=True)
+    # A row of exact zeros has probability 0; guard anyway so no NaN can escape.
+    bad = s[:, 0] <= 0.0
+    if np.any(bad):
+        e[bad] = 1.0
+        s[bad] = n_obj
+    return e / s
+
+
+def _dirichlet_random_alpha(
+    rng: np.random.Generator, n: int, n_obj: int, alpha_range: tuple[float, float]
+) -> np.ndarray:
+    """Per row: alpha_i ~ U(alpha_range), then w ~ Dirichlet(alpha) via normalised Gamma draws."""
+    out = np.empty((n, n_obj), dtype=np.float64)
+    todo = np.arange(n)
+    for _ in range(_MAX_REJECTION_ROUNDS):
+        if todo.size == 0:
+            return out
+        alpha = rng.uniform(alpha_range[0], alpha_range[1], size=(todo.size, n_obj))
+        g = rng.standard_gamma(alpha)
+        s = g.sum(axis=1)
+        ok = s > 0.0  # all alphas ~0 could underflow every Gamma draw; redraw such rows
+        out[todo[ok]] = g[ok] / s[ok, None]
+        todo = todo[~ok]
+    raise ValueError("Dirichlet sampling kept producing all-zero Gamma draws")  # pragma: no cover
+
+
+def _map_into_box(w: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Affine map of simplex points into the box [low, high], then renormalise rows to sum 1."""
+    mapped = low + w * (high - low)
+    s = mapped.sum(axis=1, keepdims=True)
+    # s == 0 only if low == 0 and w * high == 0: fall back to the uniform preference.
+    zero = s[:, 0] <= 0.0
+    if np.any(zero):
+        mapped[zero] = 1.0
+        s[zero] = mapped.shape[1]
+    return mapped / s
+
+
+def _sample_high(rng, n, n_obj, low, high) -> np.ndarray:
+    """Dirichlet(1) rejection-sampled into the per-objective box [low_i, high_i]."""
+    if n_obj > 1 and (np.any(low >= high) or low.sum() >= 1.0 or high.sum() <= 1.0):
+        raise ValueError(
+            "high-entropy sampling needs a box [low, high] that meets the simplex in a set of "
+            "positive area (low_i < high_i for all i and sum(low) < 1 < sum(high)), "
+            f"got low={low}, high={high}"
+        )
+    out = np.empty((n, n_obj), dtype=np.float64)
+    filled = 0
+    accepted_total = 0
+    drawn_total = 0
+    for _ in range(_MAX_REJECTION_ROUNDS):
+        if filled == n or drawn_total >= _MAX_CANDIDATES_TOTAL:
+            break
+        need = n - filled
+        # Size the round by the acceptance rate seen so far (with a safety margin).
+        rate = (accepted_total + 1) / (drawn_total + 1)
+        m = int(min(_MAX_CANDIDATES_PER_ROUND, max(need, 64, math.ceil(1.2 * need / rate) + 16)))
+        cand = _dirichlet_ones(rng, m, n_obj)
+        inside = np.all((cand >= low) & (cand <= high), axis=1)
+        acc = cand[inside]
+        drawn_total += m
+        accepted_total += acc.shape[0]
+        take = min(need, acc.shape[0])
+        out[filled : filled + take] = acc[:take]
+        filled += take
+    if filled == n:
+        return out
+    raise ValueError(
+        f"high-entropy rejection sampling accepted only {accepted_total} of {drawn_total} "
+        f"Dirichlet(1) candidates for the box low={low}, high={high}; the box covers too little "
+        "of the simplex"
+    )
+
+
+def sample_preferences(
+    entropy: str,
+    n: int,
+    n_obj: int,
+    rng: np.random.Generator,
+    low=None,
+    high=None,
+) -> np.ndarray:
+    """Draw ``n`` preferences from one of the D4MORL dataset distributions (reference §2).
+
+    Parameters
+    ----------
+    entropy:
+        ``"high"``, ``"medium"`` or ``"low"``.
+    n, n_obj:
+        Number of preferences and of objectives.
+    rng:
+        The generator all randomness comes from (same seed -> same preferences).
+    low, high:
+        Per-objective range ``[low_i, high_i]`` of preferences covered by the behavior
+        policies (scalars broadcast). Default 0 and 1 (the whole simplex).
+
+    Distributions
+    -------------
+    * **High** ("uniform"): ``w ~ Dirichlet(1, ..., 1)`` (normalised Exp(1) draws), rejection
+      sampled until ``low_i <= w_i <= high_i`` for every objective.
+    * **Medium** ("wide"): per preference ``alpha_i ~ U(0, 1e7)``, ``w ~ Dirichlet(alpha)``,
+      then ``w <- low + w * (high - low)`` and renormalised to sum 1.
+    * **Low** ("narrow"): per preference ``alpha_i ~ U(1e7/3, 2e7/3)``, ``w ~ Dirichlet(alpha)``,
+      mapped the same way into the range shrunk by a third of its width on each side,
+      ``[low + (high-low)/3, high - (high-low)/3]``, and renormalised.
+
+    Returns ``(n, n_obj)`` float64 rows, non-negative, summing to one.
+    """
+    if not isinstance(entropy, str) or entropy.lower() not in ENTROPY_LEVELS:
+        raise ValueError(f"entropy must be one of {ENTROPY_LEVELS}, got {entropy!r}")
+    entropy = entropy.lower()
+    n = _check_int(n, "n", 0)
+    n_obj = _check_int(n_obj, "n_obj", 1)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    low, high = _check_bounds(low, high, n_obj)
+    if n == 0:
+        return np.empty((0, n_obj), dtype=np.float64)
+
+    if entropy == "high":
+        return _sample_high(rng, n, n_obj, low, high)
+    if entropy == "medium":
+        w = _dirichlet_random_alpha(rng, n, n_obj, MEDIUM_ALPHA_RANGE)
+        return _map_into_box(w, low, high)
+    # low entropy
+    third = (high - low) / 3.0
+    w = _dirichlet_random_alpha(rng, n, n_obj, LOW_ALPHA_RANGE)
+    return _map_into_box(w, low + third, high - third)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spread of a preference set
+# ---------------------------------------------------------------------------------------------
+
+
+def preference_entropy(prefs, bins: int = 20) -> float:
+    """Histogram estimate of the differential entropy of a set of preferences (nats).
+
+    The first ``n_obj - 1`` coordinates determine a point on the simplex, so they are binned
+    on a fixed grid of ``bins`` equal cells per coordinate over ``[0, 1]`` (cell volume
+    ``v = bins ** -(n_obj - 1)``), and with ``p_k`` the fraction of preferences in occupied
+    cell ``k``::
+
+        H = -sum_k p_k * log(p_k / v)
+
+    Because the binning is fixed, values are comparable between datasets with the same number
+    of objectives: wider spreads give larger values. For two objectives a uniform spread gives
+    about 0 and concentrated sets give negative values (down to ``-log(bins)`` for a single
+    cell). Used to order datasets: High > Medium > Low entropy.
+    """
+    bins = _check_int(bins, "bins", 1)
+    p = np.asarray(prefs, dtype=np.float64)
+    if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
+        raise ValueError(
+            f"prefs must be a non-empty (n, n_obj) array with n_obj >= 2, got shape {p.shape}"
+        )
+    if not np.all(np.isfinite(p)):
+        raise ValueError("prefs contains non-finite values")
+    tol = 1e-6
+    if np.any(p < -tol) or np.any(p > 1.0 + tol):
+        raise ValueError("prefs must lie in [0, 1] (they are points of the simplex)")
+    coords = p[:, :-1]
+    idx = np.clip(np.floor(coords * bins).astype(np.int64), 0, bins - 1)
+    _, counts = np.unique(idx, axis=0, return_counts=True)
+    prob = counts / counts.sum()
+    log_cell_volume = -(p.shape[1] - 1) * math.log(bins)
+    return float(-np.sum(prob * (np.log(prob) - log_cell_volume)))

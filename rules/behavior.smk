@@ -1,0 +1,32 @@
+rule behavior:
+    """Train the preference-conditioned behavior policy of one environment."""
+    output:
+        policy=BEHAVIOR,
+    log:
+        LOGS + "/behavior/{env}.log",
+    benchmark:
+        BENCH + "/behavior/{env}.tsv"
+    threads: 2
+    resources:
+        mem_mb=4000,
+    params:
+        settings=config["behavior"],
+    script:
+        "../workflow_scripts/behavior.py"
+
+
+rule behavior_front:
+    """Evaluate the behavior policy (and the zero/random-action baselines) on the preference grid."""
+    input:
+        policy=BEHAVIOR,
+    output:
+        front=BEHAVIOR_FRONT,
+    log:
+        LOGS + "/behavior_front/{env}.log",
+    benchmark:
+        BENCH + "/behavior_front/{env}.tsv"
+    threads: 1
+    params:
+        settings=config["evaluate"],
+    script:
+        "../workflow_scripts/behavior_front.py"

@@ -1,0 +1,16 @@
+rule evaluate:
+    """Roll out one trained model on every point of the preference grid."""
+    input:
+        checkpoint=CHECKPOINT,
+        dataset=DATASET,
+    output:
+        evaluation=EVALUATION,
+    log:
+        LOGS + "/evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.log",
+    benchmark:
+        BENCH + "/evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv"
+    threads: 1
+    params:
+        settings=config["evaluate"],
+    script:
+        "../workflow_scripts/evaluate.py"

@@ -1,0 +1,411 @@
+"""Tests of the D4MORL MuJoCo tasks (morl.envs) and the batched stepper (morl.vector)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import gymnasium
+import mujoco
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from morl.envs import (
+    ENV_SPECS,
+    MOMujocoEnv,
+    assets_dir,
+    compute_observations,
+    compute_terminated,
+    get_spec,
+    load_model,
+)
+from morl.vector import BatchedEnv
+
+ENV_IDS = ["MO-HalfCheetah-v2", "MO-Hopper-v3"]
+
+
+# ------------------------------------------------------------------------------ registry
+
+
+def test_registry_holds_the_two_tasks_with_reference_facts():
+    cheetah, hopper = get_spec("MO-HalfCheetah-v2"), get_spec("MO-Hopper-v3")
+    assert (cheetah.n_obj, cheetah.objectives, cheetah.obs_dim, cheetah.frame_skip) == (
+        2, ("run", "energy"), 17, 5)
+    assert cheetah.act_low == (-1.0,) * 6 and cheetah.act_high == (1.0,) * 6
+    assert (hopper.n_obj, hopper.objectives, hopper.obs_dim, hopper.frame_skip) == (
+        3, ("run", "jump", "energy"), 11, 5)
+    assert hopper.act_low == (-2.0, -2.0, -4.0) and hopper.act_high == (2.0, 2.0, 4.0)
+    assert cheetah.max_episode_steps == hopper.max_episode_steps == 500
+
+
+def test_unknown_id_lists_known_ids():
+    with pytest.raises(ValueError, match="MO-HalfCheetah-v2.*MO-Hopper-v3"):
+        get_spec("MO-Cheetah-v9")
+    with pytest.raises(ValueError, match="unknown environment id"):
+        MOMujocoEnv("nope")
+    with pytest.raises(ValueError, match="unknown environment id"):
+        BatchedEnv("nope", 2)
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_SPECS))
+def test_every_spec_matches_its_model(env_id):
+    """Holds for every registry entry, including ones added later."""
+    spec = get_spec(env_id)
+    env = MOMujocoEnv(env_id)
+    obs, _ = env.reset(seed=3)
+    assert obs.shape == (spec.obs_dim,) and obs.dtype == np.float32
+    assert env.model.nu == spec.act_dim
+    np.testing.assert_array_equal(env.model.actuator_ctrlrange[:, 0], spec.act_low)
+    np.testing.assert_array_equal(env.model.actuator_ctrlrange[:, 1], spec.act_high)
+    _, reward, _, _, info = env.step(np.zeros(spec.act_dim))
+    assert reward.shape == (spec.n_obj,) and reward.dtype == np.float32
+    assert env.reward_space.shape == (spec.n_obj,)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_model_equals_mujoco_compiled_xml_and_loads_without_warnings(env_id, tmp_path, monkeypatch):
+    """HalfCheetah's deprecated settotalmass attribute is replaced by mj_setTotalmass +
+    mj_setConst: same model, but no warning (and no MUJOCO_LOG.TXT) on every load."""
+    monkeypatch.chdir(tmp_path)
+    spec = get_spec(env_id)
+    model = load_model(spec)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+    reference = mujoco.MjModel.from_xml_path(os.path.join(assets_dir(), spec.xml))
+    reference.actuator_ctrlrange[:, 0] = spec.act_low
+    reference.actuator_ctrlrange[:, 1] = spec.act_high
+    compared = 0
+    for name in dir(reference):
+        value = getattr(reference, name, None) if not name.startswith("_") else None
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(getattr(model, name), value, err_msg=name)
+            compared += 1
+    assert compared > 100
+    if env_id == "MO-HalfCheetah-v2":
+        assert model.body_mass.sum() == pytest.approx(14.0)
+
+
+# --------------------------------------------------------------------------- gymnasium API
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_check_env_passes(env_id):
+    env = gymnasium.make(env_id)
+    # The environment truncates itself: no TimeLimit wrapper is added.
+    assert env.spec.max_episode_steps is None
+    assert isinstance(env.unwrapped, MOMujocoEnv)
+    expected = ("infinity", "reward returned by `step()` must be a float", "symmetric and normalized")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    unexpected = [str(w.message) for w in caught if not any(e in str(w.message) for e in expected)]
+    assert unexpected == []
+
+
+def test_render_mode_rejected():
+    with pytest.raises(ValueError, match="rendering is not supported"):
+        MOMujocoEnv("MO-HalfCheetah-v2", render_mode="human")
+
+
+def test_step_before_reset_and_bad_actions():
+    env = MOMujocoEnv("MO-Hopper-v3")
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(np.zeros(3))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="shape"):
+        env.step(np.zeros(4))
+    with pytest.raises(ValueError, match="NaN"):
+        env.step(np.array([0.0, np.nan, 0.0]))
+
+
+# --------------------------------------------------------------------------------- rewards
+
+
+def test_halfcheetah_rewards_match_mujoco_state():
+    env = MOMujocoEnv("MO-HalfCheetah-v2")
+    env.reset(seed=1)
+    action = np.array([1.5, -0.5, 0.25, -2.0, 0.0, 0.75], dtype=np.float32)
+    clipped = np.clip(action.astype(np.float64), -1.0, 1.0)
+    for _ in range(3):
+        x_before = env.data.qpos[0]
+        _, reward, _, _, info = env.step(action)
+        np.testing.assert_array_equal(env.data.ctrl, clipped)
+        dt = env.model.opt.timestep * 5
+        assert dt == pytest.approx(0.05)
+        run = min(4.0, (env.data.qpos[0] - x_before) / dt) + 1.0
+        energy = 4.0 - np.sum(clipped**2) + 1.0
+        np.testing.assert_allclose(reward, [run, energy], rtol=1e-6, atol=1e-5)
+        np.testing.assert_array_equal(info["obj"], reward)
+    assert energy == pytest.approx(5.0 - (1 + 0.25 + 0.0625 + 1 + 0 + 0.5625))
+
+
+def test_halfcheetah_run_reward_is_capped_at_speed_4():
+    env = MOMujocoEnv("MO-HalfCheetah-v2")
+    env.reset(seed=2)
+    env.data.qvel[0] = 20.0  # far faster than 4 m/s
+    x_before = env.data.qpos[0]
+    _, reward, _, _, _ = env.step(np.zeros(6))
+    assert (env.data.qpos[0] - x_before) / 0.05 > 4.0
+    assert reward[0] == pytest.approx(5.0)
+    assert reward[1] == pytest.approx(5.0)  # zero action: energy = 4 - 0 + 1
+
+
+def test_hopper_rewards_match_mujoco_state_and_use_d4morl_bounds():
+    env = MOMujocoEnv("MO-Hopper-v3")
+    env.reset(seed=4)
+    h0 = env.model.qpos0[1]
+    assert h0 == 1.25
+    action = np.array([3.0, -3.0, 3.5])  # clipped to (2, -2, 3.5), not to gymnasium's [-1, 1]
+    clipped = np.array([2.0, -2.0, 3.5])
+    for _ in range(3):
+        x_before = env.data.qpos[0]
+        _, reward, _, _, _ = env.step(action)
+        np.testing.assert_array_equal(env.data.ctrl, clipped)
+        # MuJoCo applied the full control (no second clamp to [-1, 1]): the actuator force is the
+        # control and the joint torque is gear (200) times it.
+        np.testing.assert_array_equal(env.data.actuator_force, clipped)
+        np.testing.assert_allclose(env.data.qfrc_actuator[3:6], 200.0 * clipped)
+        dt = env.model.opt.timestep * 5
+        assert dt == pytest.approx(0.01)
+        run = 1.5 * (env.data.qpos[0] - x_before) / dt + 1.0
+        jump = 12.0 * (env.data.qpos[1] - h0) + 1.0
+        energy = 4.0 - np.sum(clipped**2) + 1.0
+        np.testing.assert_allclose(reward, [run, jump, energy], rtol=1e-6, atol=1e-5)
+    assert energy == pytest.approx(5.0 - 20.25)
+
+
+# ----------------------------------------------------------------------------- termination
+
+
+def _step_from_state(env, qpos_edits):
+    for i, value in qpos_edits.items():
+        env.data.qpos[i] = value
+    mujoco.mj_forward(env.model, env.data)
+    return env.step(np.zeros(env.spec_morl.act_dim))
+
+
+def test_halfcheetah_terminates_on_body_angle():
+    env = MOMujocoEnv("MO-HalfCheetah-v2")
+    env.reset(seed=0)
+    assert not _step_from_state(env, {})[2]
+    for angle in (np.deg2rad(60.0), np.deg2rad(-60.0)):
+        env.reset(seed=0)
+        _, _, terminated, truncated, _ = _step_from_state(env, {2: angle})
+        assert abs(env.data.qpos[2]) > np.deg2rad(50.0)
+        assert terminated and not truncated
+    spec = get_spec("MO-HalfCheetah-v2")
+    qpos = np.zeros((4, 9))
+    qpos[:, 2] = [np.deg2rad(49.9), np.deg2rad(50.1), -np.deg2rad(50.1), np.nan]
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((4, 9))),
+                                  [False, True, True, True])
+
+
+def test_hopper_terminates_on_height_and_angles():
+    env = MOMujocoEnv("MO-Hopper-v3")
+    env.reset(seed=0)
+    assert not _step_from_state(env, {})[2]
+    env.reset(seed=0)
+    _, _, terminated, _, _ = _step_from_state(env, {1: 0.2})
+    assert env.data.qpos[1] < 0.4 and terminated
+    for joint in (2, 3, 4, 5):
+        env.reset(seed=0)
+        _, _, terminated, _, _ = _step_from_state(env, {joint: np.deg2rad(-100.0)})
+        assert abs(env.data.qpos[joint]) > np.deg2rad(90.0) and terminated
+    spec = get_spec("MO-Hopper-v3")
+    qpos = np.tile([0.0, 1.25, 0.0, 0.0, 0.0, 0.0], (5, 1))
+    qpos[1, 1] = 0.41
+    qpos[2, 1] = 0.39
+    qpos[3, 5] = np.deg2rad(89.0)
+    qpos[4, 3] = np.deg2rad(91.0)
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((5, 6))),
+                                  [False, False, True, False, True])
+
+
+def test_truncation_at_500_steps():
+    env = MOMujocoEnv("MO-HalfCheetah-v2")
+    env.reset(seed=5)
+    for t in range(1, 501):
+        _, _, terminated, truncated, _ = env.step(np.zeros(6))
+        assert not terminated
+        assert truncated == (t == 500)
+    assert env.elapsed_steps == 500
+
+
+# ------------------------------------------------------------------- observations and reset
+
+
+@pytest.mark.parametrize("env_id,obs_dim", [("MO-HalfCheetah-v2", 17), ("MO-Hopper-v3", 11)])
+def test_observation_is_state_without_x(env_id, obs_dim):
+    env = MOMujocoEnv(env_id)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == env.observation_space.shape == (obs_dim,)
+    env.data.qvel[:] = 30.0  # make velocities large enough for the Hopper's clipping to matter
+    obs, _, _, _, _ = env.step(np.zeros(env.spec_morl.act_dim))
+    qpos, qvel = env.data.qpos.copy(), env.data.qvel.copy()
+    if env_id == "MO-Hopper-v3":
+        assert np.any(np.abs(qvel) > 10.0)
+        qvel = np.clip(qvel, -10.0, 10.0)
+    np.testing.assert_array_equal(obs, np.concatenate([qpos[1:], qvel]).astype(np.float32))
+    assert obs.dtype == np.float32 and obs in env.observation_space
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reset_noise_follows_seeded_generator(env_id):
+    env = MOMujocoEnv(env_id)
+    env.reset(seed=123)
+    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(123)))
+    nq, nv = env.model.nq, env.model.nv
+    qpos = env.model.qpos0 + rng.uniform(-1e-3, 1e-3, size=nq)
+    qvel = 1e-3 * rng.standard_normal(nv)
+    if env_id == "MO-Hopper-v3":
+        qpos[1] = 1.25
+        assert env.data.qpos[1] == 1.25  # torso height exactly h0
+    np.testing.assert_array_equal(env.data.qpos, qpos)
+    np.testing.assert_array_equal(env.data.qvel, qvel)
+    assert np.all(np.abs(env.data.qpos - env.model.qpos0) <= 1e-3)
+    assert 0 < np.abs(env.data.qvel).max() < 1e-2
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seed_same_episode_different_seed_different(env_id):
+    env = MOMujocoEnv(env_id)
+    actions = np.random.default_rng(0).uniform(-1, 1, size=(40, env.spec_morl.act_dim))
+
+    def rollout(env, seed):
+        obs, _ = env.reset(seed=seed)
+        observations, rewards = [obs], []
+        for a in actions:
+            obs, r, terminated, truncated, _ = env.step(a)
+            observations.append(obs)
+            rewards.append(r)
+            if terminated or truncated:
+                break
+        return np.array(observations), np.array(rewards)
+
+    first = rollout(env, 7)
+    second = rollout(env, 7)  # same MjData reused after an episode: reset clears everything
+    third = rollout(MOMujocoEnv(env_id), 7)
+    for a, b, c in zip(first, second, third):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    assert not np.array_equal(rollout(env, 8)[0][0], first[0][0])
+
+
+# ------------------------------------------------------------------------------ batched
+
+
+def _single_rollouts(env_id, seeds, actions):
+    """Per seed: observations after reset + each step, rewards, terminated, truncated."""
+    results = []
+    env = MOMujocoEnv(env_id)
+    for slot, seed in enumerate(seeds):
+        obs, _ = env.reset(seed=seed)
+        obs_list, rew, term, trunc = [obs], [], [], []
+        for a in actions[:, slot]:
+            obs, r, te, tr, _ = env.step(a)
+            obs_list.append(obs)
+            rew.append(r)
+            term.append(te)
+            trunc.append(tr)
+            if te or tr:
+                break
+        results.append((np.array(obs_list), np.array(rew), np.array(term), np.array(trunc)))
+    return results
+
+
+def _check_batched_matches_single(env_id, seeds, actions, num_threads=1):
+    singles = _single_rollouts(env_id, seeds, actions)
+    with BatchedEnv(env_id, len(seeds), num_threads=num_threads) as benv:
+        obs = benv.reset(seeds)
+        for slot, (s_obs, *_rest) in enumerate(singles):
+            np.testing.assert_array_equal(obs[slot], s_obs[0])
+        assert benv.active.all() and not benv.done
+        for t in range(actions.shape[0]):
+            if benv.done:
+                break
+            was_active = benv.active
+            last_obs = benv.observations
+            obs, rewards, terminated, truncated = benv.step(actions[t])
+            assert obs.dtype == np.float32 and rewards.dtype == np.float32
+            for slot, (s_obs, s_rew, s_term, s_trunc) in enumerate(singles):
+                if t < len(s_rew):
+                    assert was_active[slot]
+                    np.testing.assert_array_equal(obs[slot], s_obs[t + 1])
+                    np.testing.assert_array_equal(rewards[slot], s_rew[t])
+                    assert terminated[slot] == s_term[t] and truncated[slot] == s_trunc[t]
+                else:  # finished slot: untouched, reward 0, flags False
+                    assert not was_active[slot]
+                    np.testing.assert_array_equal(obs[slot], last_obs[slot])
+                    assert not rewards[slot].any() and not terminated[slot] and not truncated[slot]
+        lengths = np.array([len(s[1]) for s in singles])
+        np.testing.assert_array_equal(benv.lengths, lengths)
+        np.testing.assert_allclose(
+            benv.returns, [s[1].astype(np.float64).sum(axis=0) for s in singles], rtol=1e-12
+        )
+        return benv.done, lengths
+
+
+def test_batched_hopper_matches_single_envs_including_early_termination():
+    seeds = [0, 1, 2, 11]
+    # Large random actions make the hoppers fall at different times.
+    actions = np.random.default_rng(1).uniform(-4, 4, size=(500, len(seeds), 3)).astype(np.float32)
+    done, lengths = _check_batched_matches_single("MO-Hopper-v3", seeds, actions)
+    assert done and len(set(lengths.tolist())) > 1 and lengths.max() < 500
+
+
+def test_batched_halfcheetah_matches_single_envs_until_truncation():
+    seeds = [3, 4]
+    actions = np.random.default_rng(2).uniform(-0.4, 0.4, size=(501, len(seeds), 6))
+    done, lengths = _check_batched_matches_single("MO-HalfCheetah-v2", seeds, actions)
+    assert done and lengths.tolist() == [500, 500]
+
+
+def test_batched_threads_give_identical_results():
+    seeds = list(range(6))
+    actions = np.random.default_rng(3).uniform(-1.5, 1.5, size=(30, len(seeds), 6))
+    _check_batched_matches_single("MO-HalfCheetah-v2", seeds, actions, num_threads=2)
+
+
+def test_batched_finished_env_keeps_reporting_nothing():
+    with BatchedEnv("MO-Hopper-v3", 2) as benv:
+        benv.reset([0, 1])
+        # Knock slot 1 over: its next step terminates, slot 0 keeps running.
+        benv.datas[1].qpos[2] = np.deg2rad(120.0)
+        benv._qpos[1] = benv.datas[1].qpos
+        _, rewards, terminated, _ = benv.step(np.zeros((2, 3)))
+        assert terminated.tolist() == [False, True]
+        assert benv.active.tolist() == [True, False] and not benv.done
+        frozen_qpos = benv.datas[1].qpos.copy()
+        actions = np.zeros((2, 3))
+        actions[1] = np.nan  # rows of finished slots are ignored
+        _, rewards, terminated, truncated = benv.step(actions)
+        assert not rewards[1].any() and not terminated[1] and not truncated[1]
+        assert rewards[0].any()
+        np.testing.assert_array_equal(benv.datas[1].qpos, frozen_qpos)
+        np.testing.assert_array_equal(benv.lengths, [2, 1])
+
+
+def test_batched_bad_input():
+    benv = BatchedEnv("MO-HalfCheetah-v2", 3)
+    with pytest.raises(RuntimeError, match="reset"):
+        benv.step(np.zeros((3, 6)))
+    with pytest.raises(ValueError, match="3 seeds"):
+        benv.reset([0, 1])
+    with pytest.raises(ValueError, match="non-negative integers"):
+        benv.reset([0, 1, -2])
+    benv.reset([0, 1, 2])
+    with pytest.raises(ValueError, match=r"shape \(3, 6\)"):
+        benv.step(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="NaN"):
+        benv.step(np.full((3, 6), np.nan))
+    with pytest.raises(ValueError, match="batch_size"):
+        BatchedEnv("MO-HalfCheetah-v2", 0)
+
+
+def test_compute_observations_is_batched():
+    spec = get_spec("MO-Hopper-v3")
+    qpos = np.arange(12.0).reshape(2, 6)
+    qvel = np.array([[-20.0, 0, 1, 2, 3, 30.0], [0.5] * 6])
+    obs = compute_observations(spec, qpos, qvel)
+    assert obs.shape == (2, 11) and obs.dtype == np.float32
+    np.testing.assert_array_equal(obs[0], [1, 2, 3, 4, 5, -10, 0, 1, 2, 3, 10])

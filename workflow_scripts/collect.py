@@ -1,0 +1,9 @@
+"""Rule `collect`: one D4MORL-recipe dataset."""
+from morl.collect import collect_dataset
+from morl.progress import log_to
+
+sm = snakemake  # noqa: F821 (injected by Snakemake)
+s = sm.params.settings
+with log_to(sm.log[0]):
+    collect_dataset(sm.input.policy, sm.wildcards.quality, sm.wildcards.entropy, s["n_trajectories"],
+                    sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"])
