@@ -5,12 +5,17 @@
 #
 # Run:  snakemake --cores 2                        (default config.yaml)
 #       snakemake --cores 2 --configfile configs/paper.yaml
+import os
+
 from morl.config import validate_config
+
+# Jobs import `morl` from this checkout, also inside conda environments built from envs/.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 configfile: "config.yaml"
 
 # Fail before any job runs if the config is wrong; the message names the key.
-validate_config(config, source=", ".join(workflow.configfiles) or "config")
+validate_config(config, source=", ".join(map(str, workflow.configfiles)) or "config")
 
 
 include: "rules/common.smk"

@@ -21,8 +21,8 @@ where the file came from (env id, n_obj, quality, entropy, seed, behavior checkp
 version, ...). Any Parquet reader can open the file without this package::
 
     import polars as pl
-    df = pl.read_parquet("dataset.parquet")
-    returns = df.group_by("traj_id").agg(pl.col("reward").list.to_array(2).sum())
+    df = pl.read_parquet("dataset.parquet")   # vector columns arrive as polars Arrays
+    returns = df.group_by("traj_id").agg(pl.col("reward").arr.get(0).sum())  # objective 0
 """
 
 from __future__ import annotations

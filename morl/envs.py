@@ -7,13 +7,21 @@ listed in the project reference (``/work/shared/reference/d4morl.md`` section 1)
 D4MORL id           frame skip  objectives (per-step reward vector)                   termination
 ==================  ==========  ====================================================  =====================================
 MO-HalfCheetah-v2   5           run = min(4, dx/dt) + 1; energy = 4 - sum(a^2) + 1    body angle qpos[2] leaves (-50, 50) deg
+MO-Hopper-v2        5           run = 1.5 dx/dt + 1 - 2e-4 sum(a^2);                  as MO-Hopper-v3
+                                jump = 12 (h - h0) + 1 - 2e-4 sum(a^2)
 MO-Hopper-v3        5           run = 1.5 dx/dt + 1; jump = 12 (h - h0) + 1;          height qpos[1] <= 0.4 or any of
                                 energy = 4 - sum(a^2) + 1                             qpos[2..5] outside (-90, 90) deg
+MO-Walker2d-v2      4           speed = dx/dt + 1; energy = 4 - sum(a^2) + 1          unless 0.8 < qpos[1] < 2.0 and
+                                                                                      -1 < qpos[2] < 1 (rad)
+MO-Ant-v2           5           vx = dx/dt - 0.5 sum(a^2) + 1;                        only a non-finite qpos or qvel
+                                vy = dy/dt - 0.5 sum(a^2) + 1
+MO-Swimmer-v2       4           forward = dx/dt; energy = 0.3 - 0.15 sum(a^2)         never (time limit only)
 ==================  ==========  ====================================================  =====================================
 
 ``dt`` is the MuJoCo timestep times the frame skip, ``dx`` the change of the root x position
 ``qpos[0]`` over one environment step, ``h = qpos[1]`` the torso height and ``h0`` its initial
-value (``model.qpos0[1] = 1.25`` for the Hopper).  Episodes are truncated by the environment
+value (``model.qpos0[1] = 1.25`` for the Hopper).  For the Ant, ``dx``/``dy`` are the changes of
+the torso (free joint) position ``qpos[0]``/``qpos[1]``.  Episodes are truncated by the environment
 itself after ``max_episode_steps = 500`` steps.
 
 Implementation notes (the choices we made, see also the reference's "(ours)" remarks):
@@ -29,19 +37,43 @@ Implementation notes (the choices we made, see also the reference's "(ours)" rem
   the results are bit-identical.
 * The original D4MORL data was generated with mujoco-py and PGMORL's own XML files.  We use
   gymnasium's XML files (HalfCheetah: timestep 0.01 s, so dt = 0.05 s; Hopper: RK4 integrator,
-  timestep 0.002 s, so dt = 0.01 s with frame skip 5), so small numeric differences to the
-  original data are expected.
+  timestep 0.002 s, so dt = 0.01 s with frame skip 5; Walker2d: RK4, timestep 0.002 s, so
+  dt = 0.008 s with frame skip 4; Ant: RK4, timestep 0.01 s, so dt = 0.05 s; Swimmer: RK4,
+  timestep 0.01 s, so dt = 0.04 s with frame skip 4), so numeric differences to the original
+  data are expected.  For the tasks added later some of gymnasium's models differ from
+  PGMORL's files in physical parameters, not only in numerics (as read from PGMORL's
+  ``environments/assets``): Ant motor gear 150 (PGMORL 100); Swimmer motor gear 150 (PGMORL
+  300); Walker2d joint
+  damping 0.1 and geom density 1000 (PGMORL 3.0 and 1500).  gymnasium's ``walker2d.xml`` (the
+  v4 model, not ``walker2d_v5.xml``) keeps the original foot frictions 0.9 (right) / 1.9 (left).
+  Returns of these tasks are therefore not directly comparable with the original D4MORL data.
 * Actions are clipped to the D4MORL bounds before use (Hopper: [-2, 2] x [-2, 2] x [-4, 4], all
   other tasks [-1, 1]) and the energy terms use the clipped action.  gymnasium's ``hopper.xml``
   declares ``ctrlrange="-1 1"`` for its motors, which would make MuJoCo clamp the controls a
   second time; after loading a model we therefore overwrite ``model.actuator_ctrlrange`` with the
-  D4MORL bounds of the task (a no-op for HalfCheetah), so the clipped action is exactly the
-  control MuJoCo applies.
+  D4MORL bounds of the task (a no-op for HalfCheetah, Walker2d, Ant and Swimmer, whose XML files
+  already declare [-1, 1]), so the clipped action is exactly the control MuJoCo applies.
 * Reset: ``qpos = init_qpos + U(-1e-3, 1e-3)`` and ``qvel = init_qvel + 1e-3 * N(0, 1)``, drawn
   (in that order) from the environment's ``np_random`` generator, which ``reset(seed=...)`` seeds
-  the gymnasium way.  The Hopper keeps ``qpos[1]`` exactly at ``h0``.
-* Observations exclude the root x position; Hopper observations clip ``qvel`` to [-10, 10]:
-  HalfCheetah 17 = qpos[1:] (8) + qvel (9); Hopper 11 = qpos[1:] (5) + clip(qvel) (6).
+  the gymnasium way.  ``init_qpos`` is the model's ``qpos0`` and ``init_qvel`` zero.  Both Hopper
+  tasks keep ``qpos[1]`` exactly at ``h0``; the other tasks (Walker2d included) add the noise to
+  every coordinate.  For the Ant, ``qpos0`` is the torso at height 0.75 with identity
+  orientation and all leg joints at 0 (as in gymnasium's Ant, the ``init_qpos`` custom numeric
+  in ``ant.xml`` is not used); the noise is also added to the torso quaternion, which is not
+  renormalised (also as in gymnasium; MuJoCo normalises it during integration).
+* Observations exclude the root x position (Ant and Swimmer also the y position); Hopper and
+  Walker2d observations clip ``qvel`` to [-10, 10]: HalfCheetah 17 = qpos[1:] (8) + qvel (9);
+  Hopper 11 = qpos[1:] (5) + clip(qvel) (6); Walker2d 17 = qpos[1:] (8) + clip(qvel) (9);
+  Ant 27 = qpos[2:] (13) + qvel (14), no contact forces; Swimmer 8 = qpos[2:] (3) + qvel (5).
+* Ant: the velocities are the torso's free-joint position change ``qpos[0:2]`` over the step
+  divided by ``dt``.  PGMORL read the torso's ``xpos`` (``get_body_com``), which mujoco-py
+  leaves one MuJoCo substep behind ``qpos`` after ``mj_step``; both measure the same body, the
+  difference is that time shift only.  The Ant terminates only when the state (qpos or qvel)
+  stops being finite, as in the reference (no torso height check, unlike gymnasium's Ant).  Note
+  that MuJoCo itself resets an ``MjData`` (with a warning) when ``mj_step`` meets NaN or huge
+  values in qpos, qvel or qacc, so in practice this test rarely fires.
+* Swimmer: no alive bonus and no termination at all (not even on a non-finite state), exactly as
+  the reference defines it; only the 500-step truncation ends an episode.
 
 Adding a task is one :class:`EnvSpec` entry in :data:`ENV_SPECS` pointing to small named
 reward / termination / observation functions (all of the form ``f(qpos, qvel, ...)`` on batches).
@@ -49,7 +81,9 @@ reward / termination / observation functions (all of the form ``f(qpos, qvel, ..
 Importing this module registers every task with gymnasium under its D4MORL id, so
 ``gymnasium.make("MO-HalfCheetah-v2")`` works (without a ``TimeLimit`` wrapper, because the
 environment truncates itself, and without gymnasium's passive checker, which expects scalar
-rewards).
+rewards).  ``MO-Hopper-v2`` and ``MO-Hopper-v3`` are two different D4MORL tasks, but gymnasium
+reads the ids as two versions of one environment, so ``gymnasium.make("MO-Hopper-v2")`` emits a
+harmless "out of date ... upgrading to version `v3`" DeprecationWarning; ``MOMujocoEnv`` does not.
 """
 
 from __future__ import annotations
@@ -115,6 +149,11 @@ def forward_velocity(qpos_before: np.ndarray, qpos: np.ndarray, dt: float) -> np
     return (qpos[:, 0] - qpos_before[:, 0]) / dt
 
 
+def lateral_velocity(qpos_before: np.ndarray, qpos: np.ndarray, dt: float) -> np.ndarray:
+    """Root y velocity ``(qpos[1] - qpos_before[1]) / dt`` per row (Ant)."""
+    return (qpos[:, 1] - qpos_before[:, 1]) / dt
+
+
 def energy_reward(action: np.ndarray) -> np.ndarray:
     """D4MORL energy objective ``4 - sum(a^2) + 1`` (HalfCheetah, Hopper-v3, Walker2d)."""
     return 4.0 - squared_action_norm(action) + ALIVE_BONUS
@@ -156,6 +195,69 @@ def hopper_v3_rewards(
     return np.stack([run, jump, energy_reward(action)], axis=1)
 
 
+def hopper_v2_rewards(
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """MO-Hopper-v2: ``[run, jump]``.
+
+    run = 1.5 dx/dt + 1 - 2e-4 |a|^2, jump = 12 (h - h0) + 1 - 2e-4 |a|^2 with h = qpos[1] after
+    the step and h0 = init_qpos[1].
+    """
+    others = ALIVE_BONUS - 2e-4 * squared_action_norm(action)
+    run = 1.5 * forward_velocity(qpos_before, qpos, dt) + others
+    jump = 12.0 * (qpos[:, 1] - init_qpos[1]) + others
+    return np.stack([run, jump], axis=1)
+
+
+def walker2d_rewards(
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """MO-Walker2d-v2: ``[speed, energy]`` with speed = dx/dt + 1, energy = 4 - |a|^2 + 1."""
+    speed = forward_velocity(qpos_before, qpos, dt) + ALIVE_BONUS
+    return np.stack([speed, energy_reward(action)], axis=1)
+
+
+def ant_rewards(
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """MO-Ant-v2: ``[vx, vy]`` with vx = dx/dt - 0.5 |a|^2 + 1 and vy = dy/dt - 0.5 |a|^2 + 1,
+    (dx, dy) the torso's change of ``qpos[0:2]`` over the step."""
+    others = ALIVE_BONUS - 0.5 * squared_action_norm(action)
+    vx = forward_velocity(qpos_before, qpos, dt) + others
+    vy = lateral_velocity(qpos_before, qpos, dt) + others
+    return np.stack([vx, vy], axis=1)
+
+
+def swimmer_rewards(
+    qpos_before: np.ndarray,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    action: np.ndarray,
+    dt: float,
+    init_qpos: np.ndarray,
+) -> np.ndarray:
+    """MO-Swimmer-v2: ``[forward, energy]`` with forward = dx/dt (no alive bonus) and
+    energy = 0.3 - 0.15 |a|^2."""
+    forward = forward_velocity(qpos_before, qpos, dt)
+    energy = 0.3 - 0.15 * squared_action_norm(action)
+    return np.stack([forward, energy], axis=1)
+
+
 # --------------------------------------------------------------------------------------------
 # Per-task termination tests (True = the episode ends)
 # --------------------------------------------------------------------------------------------
@@ -163,6 +265,8 @@ def hopper_v3_rewards(
 _MAX_CHEETAH_ANGLE = np.deg2rad(50.0)
 _MAX_HOPPER_ANGLE = np.deg2rad(90.0)
 _MIN_HOPPER_HEIGHT = 0.4
+_WALKER_HEIGHT_RANGE = (0.8, 2.0)
+_WALKER_ANGLE_RANGE = (-1.0, 1.0)
 
 
 def halfcheetah_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
@@ -182,6 +286,29 @@ def hopper_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
     return ~healthy
 
 
+def walker2d_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """Walker2d health check: healthy iff ``0.8 < qpos[1] < 2.0`` (height) and
+    ``-1 < qpos[2] < 1`` (torso angle, rad); terminated = not healthy (NaN is unhealthy)."""
+    height, angle = qpos[:, 1], qpos[:, 2]
+    healthy = (
+        (_WALKER_HEIGHT_RANGE[0] < height)
+        & (height < _WALKER_HEIGHT_RANGE[1])
+        & (_WALKER_ANGLE_RANGE[0] < angle)
+        & (angle < _WALKER_ANGLE_RANGE[1])
+    )
+    return ~healthy
+
+
+def nonfinite_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """True where any entry of ``qpos`` or ``qvel`` is NaN or infinite (Ant)."""
+    return ~(np.all(np.isfinite(qpos), axis=1) & np.all(np.isfinite(qvel), axis=1))
+
+
+def never_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """All False: the episode only ends by truncation (Swimmer)."""
+    return np.zeros(qpos.shape[0], dtype=bool)
+
+
 # --------------------------------------------------------------------------------------------
 # Per-task observations
 # --------------------------------------------------------------------------------------------
@@ -195,6 +322,11 @@ def observe_without_x(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
 def observe_without_x_clip_qvel(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
     """``[qpos[1:], clip(qvel, -10, 10)]`` as float32 (Hopper, Walker2d)."""
     return np.concatenate([qpos[:, 1:], np.clip(qvel, -10.0, 10.0)], axis=1, dtype=np.float32)
+
+
+def observe_without_xy(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+    """``[qpos[2:], qvel]`` as float32 (Ant without contact forces, Swimmer)."""
+    return np.concatenate([qpos[:, 2:], qvel], axis=1, dtype=np.float32)
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,6 +418,59 @@ ENV_SPECS: dict[str, EnvSpec] = {
             terminated_fn=hopper_terminated,
             observation_fn=observe_without_x_clip_qvel,
             reset_exact_qpos=(1,),
+        ),
+        EnvSpec(
+            id="MO-Hopper-v2",
+            xml="hopper.xml",
+            frame_skip=5,
+            n_obj=2,
+            objectives=("run", "jump"),
+            obs_dim=11,
+            act_low=(-2.0, -2.0, -4.0),
+            act_high=(2.0, 2.0, 4.0),
+            reward_fn=hopper_v2_rewards,
+            terminated_fn=hopper_terminated,
+            observation_fn=observe_without_x_clip_qvel,
+            reset_exact_qpos=(1,),
+        ),
+        EnvSpec(
+            id="MO-Walker2d-v2",
+            xml="walker2d.xml",
+            frame_skip=4,
+            n_obj=2,
+            objectives=("speed", "energy"),
+            obs_dim=17,
+            act_low=(-1.0,) * 6,
+            act_high=(1.0,) * 6,
+            reward_fn=walker2d_rewards,
+            terminated_fn=walker2d_terminated,
+            observation_fn=observe_without_x_clip_qvel,
+        ),
+        EnvSpec(
+            id="MO-Ant-v2",
+            xml="ant.xml",
+            frame_skip=5,
+            n_obj=2,
+            objectives=("vx", "vy"),
+            obs_dim=27,
+            act_low=(-1.0,) * 8,
+            act_high=(1.0,) * 8,
+            reward_fn=ant_rewards,
+            terminated_fn=nonfinite_terminated,
+            observation_fn=observe_without_xy,
+        ),
+        EnvSpec(
+            id="MO-Swimmer-v2",
+            xml="swimmer.xml",
+            frame_skip=4,
+            n_obj=2,
+            objectives=("forward", "energy"),
+            obs_dim=8,
+            act_low=(-1.0,) * 2,
+            act_high=(1.0,) * 2,
+            reward_fn=swimmer_rewards,
+            terminated_fn=never_terminated,
+            observation_fn=observe_without_xy,
         ),
     )
 }

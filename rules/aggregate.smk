@@ -14,5 +14,7 @@ rule aggregate:
     threads: 1
     params:
         datasets=datasets(),
+    conda:
+        "../envs/morl.yaml"
     script:
         "../workflow_scripts/aggregate.py"

@@ -11,6 +11,8 @@ rule behavior:
         mem_mb=4000,
     params:
         settings=config["behavior"],
+    conda:
+        "../envs/morl.yaml"
     script:
         "../workflow_scripts/behavior.py"
 
@@ -28,5 +30,7 @@ rule behavior_front:
     threads: 1
     params:
         settings=config["evaluate"],
+    conda:
+        "../envs/morl.yaml"
     script:
         "../workflow_scripts/behavior_front.py"

@@ -11,5 +11,7 @@ rule collect:
     threads: 1
     params:
         settings=config["collect"],
+    conda:
+        "../envs/morl.yaml"
     script:
         "../workflow_scripts/collect.py"

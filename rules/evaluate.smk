@@ -12,5 +12,7 @@ rule evaluate:
     threads: 1
     params:
         settings=config["evaluate"],
+    conda:
+        "../envs/morl.yaml"
     script:
         "../workflow_scripts/evaluate.py"

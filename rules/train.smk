@@ -14,5 +14,7 @@ rule train:
         mem_mb=4000,
     params:
         settings=lambda wc: train_settings(config, wc.env, wc.model),
+    conda:
+        "../envs/morl.yaml"
     script:
         "../workflow_scripts/train.py"

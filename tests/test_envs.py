@@ -17,26 +17,49 @@ from morl.envs import (
     assets_dir,
     compute_observations,
     compute_terminated,
+    control_timestep,
     get_spec,
     load_model,
 )
 from morl.vector import BatchedEnv
 
-ENV_IDS = ["MO-HalfCheetah-v2", "MO-Hopper-v3"]
+ENV_IDS = [
+    "MO-HalfCheetah-v2",
+    "MO-Hopper-v2",
+    "MO-Hopper-v3",
+    "MO-Walker2d-v2",
+    "MO-Ant-v2",
+    "MO-Swimmer-v2",
+]
+
+_HOPPER_LOW, _HOPPER_HIGH = (-2.0, -2.0, -4.0), (2.0, 2.0, 4.0)
+# Reference section 1: id -> (xml, frame skip, objectives, obs size, action low, action high, dt).
+REFERENCE_FACTS = {
+    "MO-HalfCheetah-v2": ("half_cheetah.xml", 5, ("run", "energy"), 17, (-1.0,) * 6, (1.0,) * 6, 0.05),
+    "MO-Hopper-v2": ("hopper.xml", 5, ("run", "jump"), 11, _HOPPER_LOW, _HOPPER_HIGH, 0.01),
+    "MO-Hopper-v3": ("hopper.xml", 5, ("run", "jump", "energy"), 11, _HOPPER_LOW, _HOPPER_HIGH, 0.01),
+    "MO-Walker2d-v2": ("walker2d.xml", 4, ("speed", "energy"), 17, (-1.0,) * 6, (1.0,) * 6, 0.008),
+    "MO-Ant-v2": ("ant.xml", 5, ("vx", "vy"), 27, (-1.0,) * 8, (1.0,) * 8, 0.05),
+    "MO-Swimmer-v2": ("swimmer.xml", 4, ("forward", "energy"), 8, (-1.0,) * 2, (1.0,) * 2, 0.04),
+}
 
 
 # ------------------------------------------------------------------------------ registry
 
 
-def test_registry_holds_the_two_tasks_with_reference_facts():
-    cheetah, hopper = get_spec("MO-HalfCheetah-v2"), get_spec("MO-Hopper-v3")
-    assert (cheetah.n_obj, cheetah.objectives, cheetah.obs_dim, cheetah.frame_skip) == (
-        2, ("run", "energy"), 17, 5)
-    assert cheetah.act_low == (-1.0,) * 6 and cheetah.act_high == (1.0,) * 6
-    assert (hopper.n_obj, hopper.objectives, hopper.obs_dim, hopper.frame_skip) == (
-        3, ("run", "jump", "energy"), 11, 5)
-    assert hopper.act_low == (-2.0, -2.0, -4.0) and hopper.act_high == (2.0, 2.0, 4.0)
-    assert cheetah.max_episode_steps == hopper.max_episode_steps == 500
+def test_registry_holds_the_six_tasks():
+    assert sorted(ENV_SPECS) == sorted(ENV_IDS) == sorted(REFERENCE_FACTS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_registry_entry_has_reference_facts(env_id):
+    xml, frame_skip, objectives, obs_dim, low, high, dt = REFERENCE_FACTS[env_id]
+    spec = get_spec(env_id)
+    assert (spec.xml, spec.frame_skip, spec.objectives, spec.n_obj, spec.obs_dim) == (
+        xml, frame_skip, objectives, len(objectives), obs_dim)
+    assert spec.act_low == low and spec.act_high == high
+    assert spec.max_episode_steps == 500
+    assert control_timestep(spec, load_model(spec)) == pytest.approx(dt)
 
 
 def test_unknown_id_lists_known_ids():
@@ -72,6 +95,9 @@ def test_model_equals_mujoco_compiled_xml_and_loads_without_warnings(env_id, tmp
     model = load_model(spec)
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
     reference = mujoco.MjModel.from_xml_path(os.path.join(assets_dir(), spec.xml))
+    if spec.xml != "hopper.xml":  # the XML already declares the D4MORL bounds: overwriting is a no-op
+        np.testing.assert_array_equal(reference.actuator_ctrlrange[:, 0], spec.act_low)
+        np.testing.assert_array_equal(reference.actuator_ctrlrange[:, 1], spec.act_high)
     reference.actuator_ctrlrange[:, 0] = spec.act_low
     reference.actuator_ctrlrange[:, 1] = spec.act_high
     compared = 0
@@ -90,7 +116,12 @@ def test_model_equals_mujoco_compiled_xml_and_loads_without_warnings(env_id, tmp
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_gymnasium_check_env_passes(env_id):
-    env = gymnasium.make(env_id)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = gymnasium.make(env_id)
+    # gymnasium reads MO-Hopper-v2/-v3 as two versions of one environment (documented in morl.envs).
+    expected_make = ["out of date"] if env_id == "MO-Hopper-v2" else []
+    assert [w for w in caught if not any(e in str(w.message) for e in expected_make)] == []
     # The environment truncates itself: no TimeLimit wrapper is added.
     assert env.spec.max_episode_steps is None
     assert isinstance(env.unwrapped, MOMujocoEnv)
@@ -174,6 +205,99 @@ def test_hopper_rewards_match_mujoco_state_and_use_d4morl_bounds():
     assert energy == pytest.approx(5.0 - 20.25)
 
 
+def test_hopper_v2_rewards_match_mujoco_state_and_share_hopper_v3_physics():
+    v2, v3 = MOMujocoEnv("MO-Hopper-v2"), MOMujocoEnv("MO-Hopper-v3")
+    v2.reset(seed=4)
+    v3.reset(seed=4)
+    h0 = v2.model.qpos0[1]
+    assert h0 == 1.25
+    action = np.array([3.0, -1.0, -5.0])
+    clipped = np.array([2.0, -1.0, -4.0])  # Hopper bounds, as for MO-Hopper-v3
+    ctrl_cost = 2e-4 * np.sum(clipped**2)
+    assert ctrl_cost == pytest.approx(2e-4 * 21.0)
+    for _ in range(3):
+        x_before = v2.data.qpos[0]
+        _, r2, te2, _, _ = v2.step(action)
+        _, r3, te3, _, _ = v3.step(action)
+        np.testing.assert_array_equal(v2.data.ctrl, clipped)
+        np.testing.assert_array_equal(v2.data.actuator_force, clipped)
+        np.testing.assert_array_equal(v2.data.qpos, v3.data.qpos)  # identical physics
+        assert te2 == te3
+        run = 1.5 * (v2.data.qpos[0] - x_before) / 0.01 + 1.0 - ctrl_cost
+        jump = 12.0 * (v2.data.qpos[1] - h0) + 1.0 - ctrl_cost
+        assert r2.shape == (2,)
+        np.testing.assert_allclose(r2, [run, jump], rtol=1e-6, atol=1e-5)
+        np.testing.assert_allclose(r2, r3[:2] - ctrl_cost, rtol=1e-6, atol=1e-5)
+
+
+def test_walker2d_rewards_match_mujoco_state():
+    env = MOMujocoEnv("MO-Walker2d-v2")
+    env.reset(seed=5)
+    action = np.array([1.5, -0.5, 0.25, -2.0, 0.0, 0.75])
+    clipped = np.clip(action, -1.0, 1.0)
+    for _ in range(3):
+        x_before = env.data.qpos[0]
+        _, reward, _, _, _ = env.step(action)
+        np.testing.assert_array_equal(env.data.ctrl, clipped)
+        np.testing.assert_array_equal(env.data.actuator_force, clipped)
+        np.testing.assert_allclose(env.data.qfrc_actuator[3:9], 100.0 * clipped)  # gear 100
+        dt = env.model.opt.timestep * 4
+        assert dt == pytest.approx(0.008)
+        speed = (env.data.qpos[0] - x_before) / dt + 1.0
+        energy = 4.0 - np.sum(clipped**2) + 1.0
+        np.testing.assert_allclose(reward, [speed, energy], rtol=1e-6, atol=1e-5)
+    assert energy == pytest.approx(5.0 - (1 + 0.25 + 0.0625 + 1 + 0 + 0.5625))
+
+
+def test_ant_rewards_use_torso_displacement_in_x_and_y():
+    env = MOMujocoEnv("MO-Ant-v2")
+    env.reset(seed=6)
+    torso = env.model.body("torso").id
+    assert env.model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE and env.model.jnt_bodyid[0] == torso
+    scratch = mujoco.MjData(env.model)
+    action = np.array([1.5, -0.5, 0.25, -2.0, 0.0, 0.75, -1.2, 0.3])
+    clipped = np.clip(action, -1.0, 1.0)
+    others = 1.0 - 0.5 * np.sum(clipped**2)
+    moved = np.zeros(2)
+    for _ in range(5):
+        xy_before = env.data.qpos[:2].copy()
+        _, reward, terminated, _, _ = env.step(action)
+        np.testing.assert_array_equal(env.data.ctrl, clipped)
+        np.testing.assert_array_equal(env.data.actuator_force, clipped)
+        # qpos[0:2] is the torso's position (the body MuJoCo places at the free joint's qpos).
+        scratch.qpos[:] = env.data.qpos
+        mujoco.mj_kinematics(env.model, scratch)
+        np.testing.assert_array_equal(scratch.xpos[torso, :2], env.data.qpos[:2])
+        dt = env.model.opt.timestep * 5
+        assert dt == pytest.approx(0.05)
+        v = (env.data.qpos[:2] - xy_before) / dt
+        np.testing.assert_allclose(reward, v + others, rtol=1e-6, atol=1e-5)
+        moved += np.abs(v)
+        assert not terminated
+    assert np.all(moved > 1e-3)  # both objectives really respond to motion
+    assert others == pytest.approx(1.0 - 0.5 * (1 + 0.25 + 0.0625 + 1 + 0 + 0.5625 + 1 + 0.09))
+
+
+def test_swimmer_rewards_match_mujoco_state():
+    env = MOMujocoEnv("MO-Swimmer-v2")
+    env.reset(seed=7)
+    action = np.array([1.7, -0.4])
+    clipped = np.array([1.0, -0.4])
+    for _ in range(3):
+        x_before = env.data.qpos[0]
+        _, reward, _, _, _ = env.step(action)
+        np.testing.assert_array_equal(env.data.ctrl, clipped)
+        dt = env.model.opt.timestep * 4
+        assert dt == pytest.approx(0.04)
+        forward = (env.data.qpos[0] - x_before) / dt  # no alive bonus
+        energy = 0.3 - 0.15 * np.sum(clipped**2)
+        np.testing.assert_allclose(reward, [forward, energy], rtol=1e-6, atol=1e-5)
+    assert energy == pytest.approx(0.3 - 0.15 * 1.16)
+    env.reset(seed=7)
+    _, reward, _, _, _ = env.step(np.zeros(2))
+    assert reward[1] == pytest.approx(0.3) and abs(reward[0]) < 0.1
+
+
 # ----------------------------------------------------------------------------- termination
 
 
@@ -221,11 +345,58 @@ def test_hopper_terminates_on_height_and_angles():
                                   [False, False, True, False, True])
 
 
-def test_truncation_at_500_steps():
-    env = MOMujocoEnv("MO-HalfCheetah-v2")
+def test_walker2d_terminates_outside_healthy_height_and_angle():
+    env = MOMujocoEnv("MO-Walker2d-v2")
+    env.reset(seed=0)
+    assert not _step_from_state(env, {})[2]
+    for edits in ({1: 0.7}, {1: 2.1}, {2: 1.2}, {2: -1.2}):
+        env.reset(seed=0)
+        _, _, terminated, truncated, _ = _step_from_state(env, edits)
+        height, angle = env.data.qpos[1], env.data.qpos[2]
+        assert not (0.8 < height < 2.0 and -1.0 < angle < 1.0)
+        assert terminated and not truncated
+    spec = get_spec("MO-Walker2d-v2")
+    qpos = np.tile([0.0, 1.25] + [0.0] * 7, (8, 1))
+    qpos[1:5, 1] = [0.81, 0.8, 1.99, 2.0]
+    qpos[5:8, 2] = [0.99, -1.0, np.nan]
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((8, 9))),
+                                  [False, False, True, False, True, False, True, True])
+
+
+def test_ant_terminates_only_on_non_finite_state():
+    env = MOMujocoEnv("MO-Ant-v2")
+    env.reset(seed=0)
+    # High in the air and upside down (gymnasium's own Ant would end here): keeps running.
+    _, _, terminated, _, _ = _step_from_state(env, {2: 3.0, 3: 0.0, 4: 1.0})
+    assert env.data.qpos[2] > 1.0 and not terminated
+    spec = get_spec("MO-Ant-v2")
+    qpos = np.tile(env.model.qpos0, (6, 1))
+    qvel = np.zeros((6, 14))
+    qpos[1, 2] = np.nan
+    qvel[2, 3] = np.inf
+    qpos[3, 2] = -5.0  # far below the floor, but finite
+    qvel[4, 0] = 1e6
+    qpos[5, 0] = -np.inf
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, qvel),
+                                  [False, True, True, False, False, True])
+
+
+def test_swimmer_never_terminates():
+    spec = get_spec("MO-Swimmer-v2")
+    qpos = np.array([[0.0] * 5, [np.nan] * 5, [1e9, -1e9, 100.0, 3.0, -3.0]])
+    result = compute_terminated(spec, qpos, np.zeros((3, 5)))
+    assert result.dtype == bool and result.tolist() == [False, False, False]
+
+
+@pytest.mark.parametrize("env_id,action_scale", [
+    ("MO-HalfCheetah-v2", 0.0), ("MO-Ant-v2", 1.0), ("MO-Swimmer-v2", 1.0)])
+def test_truncation_at_500_steps(env_id, action_scale):
+    env = MOMujocoEnv(env_id)
     env.reset(seed=5)
-    for t in range(1, 501):
-        _, _, terminated, truncated, _ = env.step(np.zeros(6))
+    act_dim = env.spec_morl.act_dim
+    actions = action_scale * np.random.default_rng(5).uniform(-1, 1, size=(500, act_dim))
+    for t, action in enumerate(actions, start=1):
+        _, _, terminated, truncated, _ = env.step(action)
         assert not terminated
         assert truncated == (t == 500)
     assert env.elapsed_steps == 500
@@ -234,18 +405,31 @@ def test_truncation_at_500_steps():
 # ------------------------------------------------------------------- observations and reset
 
 
-@pytest.mark.parametrize("env_id,obs_dim", [("MO-HalfCheetah-v2", 17), ("MO-Hopper-v3", 11)])
-def test_observation_is_state_without_x(env_id, obs_dim):
+# id -> (observation size, first qpos index observed, qvel clipped to [-10, 10])
+OBSERVATION_LAYOUT = {
+    "MO-HalfCheetah-v2": (17, 1, False),
+    "MO-Hopper-v2": (11, 1, True),
+    "MO-Hopper-v3": (11, 1, True),
+    "MO-Walker2d-v2": (17, 1, True),
+    "MO-Ant-v2": (27, 2, False),  # qpos[2:] (13) + qvel (14), no contact forces
+    "MO-Swimmer-v2": (8, 2, False),
+}
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_observation_is_state_without_root_position(env_id):
+    obs_dim, first, clipped = OBSERVATION_LAYOUT[env_id]
     env = MOMujocoEnv(env_id)
     obs, _ = env.reset(seed=0)
     assert obs.shape == env.observation_space.shape == (obs_dim,)
-    env.data.qvel[:] = 30.0  # make velocities large enough for the Hopper's clipping to matter
+    assert env.model.nq - first + env.model.nv == obs_dim
+    env.data.qvel[0] = 30.0  # make a velocity large enough for clipping to matter
     obs, _, _, _, _ = env.step(np.zeros(env.spec_morl.act_dim))
     qpos, qvel = env.data.qpos.copy(), env.data.qvel.copy()
-    if env_id == "MO-Hopper-v3":
-        assert np.any(np.abs(qvel) > 10.0)
+    assert np.any(np.abs(qvel) > 10.0) and env.data.time > 0  # (no MuJoCo instability reset)
+    if clipped:
         qvel = np.clip(qvel, -10.0, 10.0)
-    np.testing.assert_array_equal(obs, np.concatenate([qpos[1:], qvel]).astype(np.float32))
+    np.testing.assert_array_equal(obs, np.concatenate([qpos[first:], qvel]).astype(np.float32))
     assert obs.dtype == np.float32 and obs in env.observation_space
 
 
@@ -257,7 +441,7 @@ def test_reset_noise_follows_seeded_generator(env_id):
     nq, nv = env.model.nq, env.model.nv
     qpos = env.model.qpos0 + rng.uniform(-1e-3, 1e-3, size=nq)
     qvel = 1e-3 * rng.standard_normal(nv)
-    if env_id == "MO-Hopper-v3":
+    if env_id.startswith("MO-Hopper"):
         qpos[1] = 1.25
         assert env.data.qpos[1] == 1.25  # torso height exactly h0
     np.testing.assert_array_equal(env.data.qpos, qpos)
@@ -345,25 +529,35 @@ def _check_batched_matches_single(env_id, seeds, actions, num_threads=1):
         return benv.done, lengths
 
 
-def test_batched_hopper_matches_single_envs_including_early_termination():
+@pytest.mark.parametrize("env_id,action_scale", [
+    ("MO-Hopper-v3", 4.0), ("MO-Hopper-v2", 4.0), ("MO-Walker2d-v2", 1.5)])
+def test_batched_matches_single_envs_including_early_termination(env_id, action_scale):
     seeds = [0, 1, 2, 11]
-    # Large random actions make the hoppers fall at different times.
-    actions = np.random.default_rng(1).uniform(-4, 4, size=(500, len(seeds), 3)).astype(np.float32)
-    done, lengths = _check_batched_matches_single("MO-Hopper-v3", seeds, actions)
+    act_dim = get_spec(env_id).act_dim
+    # Large random actions make the robots fall at different times.
+    actions = np.random.default_rng(1).uniform(
+        -action_scale, action_scale, size=(500, len(seeds), act_dim)).astype(np.float32)
+    done, lengths = _check_batched_matches_single(env_id, seeds, actions)
     assert done and len(set(lengths.tolist())) > 1 and lengths.max() < 500
 
 
-def test_batched_halfcheetah_matches_single_envs_until_truncation():
+@pytest.mark.parametrize("env_id,action_scale", [
+    ("MO-HalfCheetah-v2", 0.4), ("MO-Ant-v2", 1.0), ("MO-Swimmer-v2", 1.0)])
+def test_batched_matches_single_envs_until_truncation(env_id, action_scale):
     seeds = [3, 4]
-    actions = np.random.default_rng(2).uniform(-0.4, 0.4, size=(501, len(seeds), 6))
-    done, lengths = _check_batched_matches_single("MO-HalfCheetah-v2", seeds, actions)
+    act_dim = get_spec(env_id).act_dim
+    actions = np.random.default_rng(2).uniform(
+        -action_scale, action_scale, size=(501, len(seeds), act_dim))
+    done, lengths = _check_batched_matches_single(env_id, seeds, actions)
     assert done and lengths.tolist() == [500, 500]
 
 
-def test_batched_threads_give_identical_results():
+@pytest.mark.parametrize("env_id", ["MO-HalfCheetah-v2", "MO-Ant-v2"])
+def test_batched_threads_give_identical_results(env_id):
     seeds = list(range(6))
-    actions = np.random.default_rng(3).uniform(-1.5, 1.5, size=(30, len(seeds), 6))
-    _check_batched_matches_single("MO-HalfCheetah-v2", seeds, actions, num_threads=2)
+    act_dim = get_spec(env_id).act_dim
+    actions = np.random.default_rng(3).uniform(-1.5, 1.5, size=(30, len(seeds), act_dim))
+    _check_batched_matches_single(env_id, seeds, actions, num_threads=2)
 
 
 def test_batched_finished_env_keeps_reporting_nothing():
@@ -409,3 +603,16 @@ def test_compute_observations_is_batched():
     obs = compute_observations(spec, qpos, qvel)
     assert obs.shape == (2, 11) and obs.dtype == np.float32
     np.testing.assert_array_equal(obs[0], [1, 2, 3, 4, 5, -10, 0, 1, 2, 3, 10])
+
+
+@pytest.mark.parametrize("env_id", ["MO-Ant-v2", "MO-Swimmer-v2"])
+def test_compute_observations_without_xy_is_batched_and_unclipped(env_id):
+    spec = get_spec(env_id)
+    model = load_model(spec)
+    rng = np.random.default_rng(0)
+    qpos = 20.0 * rng.standard_normal((3, model.nq))
+    qvel = 20.0 * rng.standard_normal((3, model.nv))
+    obs = compute_observations(spec, qpos, qvel)
+    assert obs.shape == (3, spec.obs_dim) and obs.dtype == np.float32
+    np.testing.assert_array_equal(obs, np.concatenate([qpos[:, 2:], qvel], axis=1).astype(np.float32))
+    assert np.abs(obs).max() > 10.0

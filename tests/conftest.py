@@ -1,0 +1,43 @@
+"""Shared fixtures: configs, and tiny real artifacts (behavior policy, dataset) built once per session."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def smoke_config() -> dict:
+    with open(ROOT / "configs" / "smoke.yaml") as f:
+        return yaml.safe_load(f)
+
+
+@pytest.fixture
+def config(smoke_config) -> dict:
+    """A fresh, mutable copy of the smoke config."""
+    return copy.deepcopy(smoke_config)
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tmp_path_factory, smoke_config) -> Path:
+    """A behavior policy for MO-HalfCheetah-v2 trained for a few hundred steps."""
+    from morl.behavior import train_behavior
+
+    out = tmp_path_factory.mktemp("behavior") / "policy.pt"
+    cfg = dict(smoke_config["behavior"], total_steps=400, start_steps=200)
+    train_behavior("MO-HalfCheetah-v2", cfg, out, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory, tiny_policy) -> Path:
+    from morl.collect import collect_dataset
+
+    out = tmp_path_factory.mktemp("data") / "amateur-high.parquet"
+    collect_dataset(tiny_policy, "amateur", "high", 6, out, batch_size=4, seed=3, progress=False)
+    return out

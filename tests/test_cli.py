@@ -1,0 +1,53 @@
+"""Every stage as a `morl` subcommand, chained on a tiny config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from morl.cli import main
+from morl.evaluate import read_evaluation
+
+
+def test_envs_lists_the_registry(capsys):
+    assert main(["envs"]) == 0
+    out = capsys.readouterr().out
+    assert "MO-HalfCheetah-v2" in out and "MO-Hopper-v3" in out and " 17 " in out and " 11 " in out
+
+
+def test_bad_config_exit_code_and_message(tmp_path, capsys, config):
+    config["collect"]["n_trajectories"] = 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    assert main(["validate-config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml" in err and "collect.n_trajectories" in err
+
+
+def test_stages_chain_through_the_cli(tmp_path, config, tiny_policy):
+    config["train"].update(steps=8, checkpoint_every=4)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    data = tmp_path / "d.parquet"
+    ckpt = tmp_path / "m.pt"
+    ev = tmp_path / "e.parquet"
+    front = tmp_path / "f.parquet"
+    c = ["--config", str(cfg)]
+    assert main(["collect", *c, "--policy", str(tiny_policy), "--quality", "expert", "--entropy", "medium",
+                 "--output", str(data), "--n-trajectories", "3"]) == 0  # fmt: skip
+    assert main(["train", *c, "--dataset", str(data), "--model", "rvs-p", "--output", str(ckpt)]) == 0
+    assert main(["evaluate", *c, "--checkpoint", str(ckpt), "--dataset", str(data), "--output", str(ev)]) == 0
+    assert main(["behavior-front", *c, "--policy", str(tiny_policy), "--output", str(front)]) == 0
+    assert main(["aggregate", "--evaluations", str(ev), "--fronts", str(front), "--out-dir", str(tmp_path / "t")]) == 0
+    meta, arr = read_evaluation(ev)
+    assert meta["model"] == "rvs-p" and len(arr["return"]) == 4
+    assert "MORvS(P)" in (tmp_path / "t/results.md").read_text()
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).parent / "morl"
+    res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and "behavior" in res.stdout and "aggregate" in res.stdout

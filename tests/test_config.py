@@ -1,0 +1,65 @@
+"""Config validation: every shipped config is valid; bad ones fail naming the key."""
+
+from __future__ import annotations
+
+import pytest
+from pathlib import Path
+import yaml
+
+from morl.config import ConfigError, load_config, train_settings, validate_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "configs/smoke.yaml", "configs/paper.yaml"])
+def test_shipped_configs_are_valid(name):
+    load_config(ROOT / name)
+
+
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda c: c["envs"].append("MO-Nonsense-v9"), "envs[2]: unknown environment 'MO-Nonsense-v9'"),
+        (lambda c: c["models"].append("ppo"), "models[6]: 'ppo' is not one of"),
+        (lambda c: c["qualities"].append("novice"), "qualities[1]: 'novice' is not one of"),
+        (lambda c: c["collect"].update(n_trajectories=0), "collect.n_trajectories: 0 is less than the minimum of 1"),
+        (lambda c: c["train"].update(steps=-5), "train.steps: -5 is less than the minimum of 1"),
+        (lambda c: c["behavior"].update(n_envs=0), "behavior.n_envs"),
+        (lambda c: c["train"].pop("batch_size"), "missing required key train.batch_size"),
+        (lambda c: c.pop("seeds"), "missing required key seeds"),
+        (lambda c: c["train"].update(lr="fast"), "train.lr: 'fast' has the wrong type"),
+        (lambda c: c["collect"].update(batch_size=2.5), "collect.batch_size: 2.5 has the wrong type"),
+        (lambda c: c["evaluate"].update(episodes=0), "evaluate.episodes"),
+        (lambda c: c.update(envs=[]), "envs: [] should be non-empty"),
+        (lambda c: c["train"].update(stepz=10), "unknown key train.stepz"),
+        (lambda c: c["train"]["overrides"].append({"models": ["dt"], "envs": ["MO-Foo-v1"], "steps": 3}),
+         "train.overrides[0].envs: unknown environment 'MO-Foo-v1'"),
+    ],
+)
+def test_bad_config_names_the_key(config, mutate, expected):
+    mutate(config)
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, source="bad.yaml")
+    assert "bad.yaml" in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_unreadable_config_files(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("envs: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    bad.write_text("- just\n- a list\n")
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_config(bad)
+
+
+def test_train_overrides_apply_in_order():
+    with open(ROOT / "configs" / "paper.yaml") as f:
+        config = yaml.safe_load(f)
+    assert train_settings(config, "MO-HalfCheetah-v2", "dt")["steps"] == 80000
+    assert train_settings(config, "MO-Hopper-v3", "dt-p")["steps"] == 400000
+    assert train_settings(config, "MO-Hopper-v3", "rvs")["steps"] == 200000
+    assert train_settings(config, "MO-Ant-v2", "bc-p")["hidden"] == 512
