@@ -20,6 +20,7 @@ SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schem
 TRAIN_KEYS = (
     "steps", "batch_size", "lr", "weight_decay", "warmup_steps", "return_scale", "checkpoint_every",
     "hidden", "depth", "embed_dim", "n_layer", "n_head", "dropout", "context_length", "eval_context_length",
+    "grad_clip",
 )  # fmt: skip
 
 

@@ -1,0 +1,282 @@
+"""Trained PEDA agents as batched policies for evaluation.
+
+:func:`load_agent` reads a final checkpoint written by :func:`morl.training.train` and returns
+an :class:`Agent` that acts for ``B`` environments at once (one network forward per step for
+the whole batch). The evaluation loop is::
+
+    agent.reset(preferences, target_returns)      # (B, n_obj) each; g_0 = target_returns (raw)
+    while not env.done:
+        actions = agent.act(obs)                   # (B, obs_dim) float32 -> (B, act_dim) float32
+        obs, rewards, *_ = env.step(actions)
+        agent.observe(actions, rewards)            # g <- g - w * r (raw), t <- t + 1
+
+The agent keeps the preference-weighted return-to-go ``g`` in raw reward units (float64) and
+applies the checkpoint's ``return_scale`` itself, so its inputs match the ones it was trained
+on: ``w * (sum of future rewards) * return_scale``. MODT keeps, per slot, the last
+``eval_context_length`` steps of (g, s, a); all slots share the timestep because they start
+together.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from morl.models import MODEL_NAMES, build_model, is_transformer, resolve_device, resolve_hp
+
+CHECKPOINT_FORMAT = "morl-peda-agent"
+PARTIAL_FORMAT = "morl-peda-training-state"
+CHECKPOINT_FORMAT_VERSION = 1
+
+#: Keys every final checkpoint holds (see :func:`morl.training.train`).
+CHECKPOINT_KEYS = (
+    "format",
+    "format_version",
+    "model_name",
+    "obs_dim",
+    "act_dim",
+    "n_obj",
+    "hp",
+    "state_dict",
+    "obs_mean",
+    "obs_std",
+    "return_scale",
+    "max_episode_steps",
+    "act_low",
+    "act_high",
+    "dataset_path",
+    "dataset_sha256",
+    "morl_version",
+)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing, unreadable, foreign or inconsistent."""
+
+    def __init__(self, path: os.PathLike | str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem
+
+
+def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
+    """Read and check a final agent checkpoint (``torch.load(weights_only=True)``).
+
+    Raises :class:`CheckpointError` (a ValueError naming the file) when the file is missing,
+    is not a torch file, holds anything but plain types and tensors, is a partial training
+    state, or lacks keys / has inconsistent ones.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(path, "checkpoint file does not exist")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = next((ln for ln in lines if ln.startswith("WeightsUnpickler error")), None)
+        detail = detail or (lines[0] if lines else type(exc).__name__)
+        raise CheckpointError(path, f"not a readable torch checkpoint of plain types and tensors ({detail})") from exc
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
+    if ckpt.get("format") == PARTIAL_FORMAT:
+        raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(path, f"not a morl agent checkpoint (format {ckpt.get('format')!r})")
+    if ckpt.get("format_version") != CHECKPOINT_FORMAT_VERSION:
+        raise CheckpointError(
+            path,
+            f"checkpoint format version {ckpt.get('format_version')!r} is not supported "
+            f"(expected {CHECKPOINT_FORMAT_VERSION})",
+        )
+    missing = [k for k in CHECKPOINT_KEYS if k not in ckpt]
+    if missing:
+        raise CheckpointError(path, f"checkpoint lacks key(s) {', '.join(missing)}")
+    if ckpt["model_name"] not in MODEL_NAMES:
+        raise CheckpointError(path, f"unknown model {ckpt['model_name']!r}")
+    for key in ("obs_dim", "act_dim", "n_obj", "max_episode_steps"):
+        if not isinstance(ckpt[key], int) or ckpt[key] < 1:
+            raise CheckpointError(path, f"{key!r} must be a positive integer, found {ckpt[key]!r}")
+    for key, size in (("obs_mean", ckpt["obs_dim"]), ("obs_std", ckpt["obs_dim"])):
+        if not isinstance(ckpt[key], torch.Tensor) or tuple(ckpt[key].shape) != (size,):
+            raise CheckpointError(path, f"{key!r} must be a tensor of shape ({size},)")
+    for key in ("act_low", "act_high"):
+        if len(ckpt[key]) != ckpt["act_dim"]:
+            raise CheckpointError(path, f"{key!r} must have act_dim={ckpt['act_dim']} entries")
+    if not isinstance(ckpt["state_dict"], dict):
+        raise CheckpointError(path, "'state_dict' is not a dict of tensors")
+    try:
+        ckpt["hp"] = resolve_hp(ckpt["hp"])
+    except ValueError as exc:
+        raise CheckpointError(path, f"invalid hyperparameters ({exc})") from exc
+    return ckpt
+
+
+class Agent:
+    """A batched, deterministic policy for evaluation (eval mode, no gradients).
+
+    ``reset(preferences, target_returns)`` starts ``B`` episodes; then alternate
+    ``act(obs)`` and ``observe(actions, rewards)`` once per environment step.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        model_name: str,
+        obs_mean: torch.Tensor,
+        obs_std: torch.Tensor,
+        return_scale: float,
+        max_episode_steps: int,
+        context_length: int,
+        n_obj: int,
+        act_dim: int,
+        device: torch.device,
+        source: str | None = None,
+        seed: int | None = None,
+    ):
+        self.model = model.to(device).eval()
+        self.model_name = model_name
+        self.device = device
+        self.obs_mean = obs_mean.to(device=device, dtype=torch.float32)
+        self.obs_std = obs_std.to(device=device, dtype=torch.float32)
+        self.return_scale = float(return_scale)
+        self.max_episode_steps = int(max_episode_steps)
+        self.context_length = int(context_length)
+        self.obs_dim = int(obs_mean.shape[0])
+        self.n_obj = int(n_obj)
+        self.act_dim = int(act_dim)
+        self.source = source
+        self.seed = seed  # the training seed, for provenance
+        self.is_transformer = is_transformer(model_name)
+        self.batch_size = 0
+        self.timestep = 0
+        self._awaiting_observe = False
+        self._w: torch.Tensor | None = None
+
+    # ----------------------------------------------------------------- episode bookkeeping
+    def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
+        arr = np.asarray(array)
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D array (batch, {width}), got shape {arr.shape}")
+        expected = (self.batch_size or arr.shape[0], width)
+        if arr.shape != expected:
+            raise ValueError(f"{name} must have shape {expected}, got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} contains NaN or infinite values")
+        return torch.as_tensor(arr, dtype=dtype).to(self.device)
+
+    def reset(self, preferences, target_returns) -> None:
+        """Start a batch of episodes: preferences w (B, n_obj), g_0 = target_returns (B, n_obj).
+
+        ``target_returns`` is the initial preference-weighted return-to-go ``w * R(w)`` in raw
+        reward units (unscaled).
+        """
+        self.batch_size = 0
+        w = self._as_batch("preferences", preferences, self.n_obj, torch.float64)
+        self.batch_size = int(w.shape[0])
+        if self.batch_size == 0:
+            raise ValueError("preferences must hold at least one row")
+        self._g = self._as_batch("target_returns", target_returns, self.n_obj, torch.float64)
+        self._w = w
+        self._w32 = w.float()
+        self.timestep = 0
+        self._awaiting_observe = False
+        if self.is_transformer:
+            b = self.batch_size
+            self._ctx_states = torch.zeros(b, 0, self.obs_dim, device=self.device)
+            self._ctx_actions = torch.zeros(b, 0, self.act_dim, device=self.device)
+            self._ctx_returns = torch.zeros(b, 0, self.n_obj, device=self.device)
+
+    def _scaled_return_to_go(self) -> torch.Tensor:
+        return (self._g * self.return_scale).float()
+
+    @torch.no_grad()
+    def act(self, obs) -> np.ndarray:
+        """Actions (B, act_dim) float32 for observations (B, obs_dim), one forward for the batch."""
+        if self._w is None:
+            raise RuntimeError("call reset() before act()")
+        if self._awaiting_observe:
+            raise RuntimeError("act() called twice without observe() in between")
+        s = (self._as_batch("obs", obs, self.obs_dim) - self.obs_mean) / self.obs_std
+        g = self._scaled_return_to_go()
+        if self.is_transformer:
+            k = self.context_length
+            zero_action = torch.zeros(self.batch_size, 1, self.act_dim, device=self.device)
+            self._ctx_states = torch.cat([self._ctx_states, s[:, None]], dim=1)[:, -k:]
+            self._ctx_returns = torch.cat([self._ctx_returns, g[:, None]], dim=1)[:, -k:]
+            self._ctx_actions = torch.cat([self._ctx_actions, zero_action], dim=1)[:, -k:]
+            length = self._ctx_states.shape[1]
+            timesteps = torch.arange(self.timestep - length + 1, self.timestep + 1, device=self.device)
+            actions = self.model(
+                self._ctx_states,
+                self._ctx_actions,
+                self._w32,
+                self._ctx_returns,
+                timesteps.expand(self.batch_size, length),
+            )[:, -1]
+        else:
+            timesteps = torch.full((self.batch_size,), self.timestep, device=self.device, dtype=torch.long)
+            actions = self.model(s, None, self._w32, g, timesteps)
+        self._awaiting_observe = True
+        return actions.float().cpu().numpy()
+
+    def observe(self, actions, rewards) -> None:
+        """Record the step: the actions applied and the raw rewards (B, n_obj) received."""
+        if not self._awaiting_observe:
+            raise RuntimeError("observe() must follow act()")
+        a = self._as_batch("actions", actions, self.act_dim)
+        r = self._as_batch("rewards", rewards, self.n_obj, torch.float64)
+        if self.is_transformer:
+            self._ctx_actions[:, -1] = a
+        self._g = self._g - self._w * r
+        self.timestep += 1
+        self._awaiting_observe = False
+
+    @property
+    def return_to_go(self) -> np.ndarray:
+        """The current raw preference-weighted return-to-go g (B, n_obj), float64."""
+        if self._w is None:
+            raise RuntimeError("call reset() first")
+        return self._g.cpu().numpy()
+
+
+def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu") -> Agent:
+    """Load a final checkpoint as a batched evaluation :class:`Agent`.
+
+    A missing, corrupt or foreign file raises :class:`CheckpointError` (a ValueError naming
+    the file). ``device`` is ``"cpu"``, ``"cuda[:i]"`` or ``"auto"``.
+    """
+    ckpt = load_checkpoint(checkpoint_path)
+    dev = resolve_device(device)
+    try:
+        model = build_model(
+            ckpt["model_name"],
+            ckpt["obs_dim"],
+            ckpt["act_dim"],
+            ckpt["n_obj"],
+            ckpt["hp"],
+            act_low=ckpt["act_low"],
+            act_high=ckpt["act_high"],
+            max_episode_steps=ckpt["max_episode_steps"],
+        )
+        model.load_state_dict(ckpt["state_dict"], strict=True)
+    except (RuntimeError, ValueError) as exc:
+        raise CheckpointError(checkpoint_path, f"weights do not fit the model ({exc})") from exc
+    return Agent(
+        model,
+        model_name=ckpt["model_name"],
+        obs_mean=ckpt["obs_mean"],
+        obs_std=ckpt["obs_std"],
+        return_scale=ckpt["return_scale"],
+        max_episode_steps=ckpt["max_episode_steps"],
+        context_length=ckpt["hp"]["eval_context_length"],
+        n_obj=ckpt["n_obj"],
+        act_dim=ckpt["act_dim"],
+        device=dev,
+        source=str(checkpoint_path),
+        seed=ckpt.get("seed"),
+    )
