@@ -22,6 +22,7 @@ import numpy as np
 import polars as pl
 
 from morl.data import atomic_write
+from morl.envs import ENV_SPECS, get_spec
 from morl.evaluate import read_evaluation, summarize
 from morl.metrics import pareto_front
 from morl.progress import log
@@ -103,8 +104,9 @@ def baseline_table(baselines: pl.DataFrame) -> str:
     return "\n".join(lines) + "\n\nHV in the paper's units (×1e6 for HalfCheetah, ×1e10 for Hopper-v3)."
 
 
-def pareto_plot(path: Path, title: str, model_points: dict[str, list[np.ndarray]], behavior: np.ndarray | None):
-    """Scatter every model's achieved returns and draw each one's non-dominated front."""
+def pareto_plot(path: Path, title: str, model_points: dict[str, list[np.ndarray]], behavior: np.ndarray | None,
+                objectives: tuple[str, ...] | None = None):  # fmt: skip
+    """Scatter every model's achieved returns (all seeds) and draw each one's non-dominated front."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -124,8 +126,9 @@ def pareto_plot(path: Path, title: str, model_points: dict[str, list[np.ndarray]
             front = front[np.argsort(front[:, i])]
             ax.plot(front[:, i], front[:, j], "-o" if n_obj == 2 else "o", ms=3, lw=1.2, color=color,
                     label=DISPLAY.get(name, name))  # fmt: skip
-        ax.set_xlabel(f"objective {i}")
-        ax.set_ylabel(f"objective {j}")
+        names = objectives or tuple(f"objective {k}" for k in range(n_obj))
+        ax.set_xlabel(f"return: {names[i]}")
+        ax.set_ylabel(f"return: {names[j]}")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle(title)
@@ -185,7 +188,8 @@ def aggregate(
         if not cell and env not in behavior_points:
             continue
         path = out_dir / "plots" / f"pareto_{env}_{quality}-{entropy}.png"
-        pareto_plot(path, f"{env}, {quality} {entropy}-entropy data", cell, behavior_points.get(env))
+        pareto_plot(path, f"{env}, {quality} {entropy}-entropy data", cell, behavior_points.get(env),
+                    objectives=get_spec(env).objectives if env in ENV_SPECS else None)  # fmt: skip
         plots[f"{env}/{quality}-{entropy}"] = path
     log.info("wrote %s, %s and %d plots", results_path, metrics_path, len(plots))
     return {"results": results_path, "metrics": metrics_path, **{f"plot:{k}": v for k, v in plots.items()}}

@@ -348,7 +348,7 @@ class BehaviorPolicy:
     @torch.inference_mode()
     def act(self, obs: np.ndarray, prefs: np.ndarray) -> np.ndarray:
         o = torch.tensor(np.asarray(obs, np.float32))
-        w = torch.as_tensor(np.asarray(prefs, np.float32))
+        w = torch.tensor(np.asarray(prefs, np.float32))
         return self.actor(o, w).numpy()
 
 

@@ -29,7 +29,7 @@ class Progress:
         self._n0 = self.n
         self._postfix: dict = {}
         self.bar = tqdm(
-            total=self.total, initial=self.n, desc=desc, unit=unit, unit_scale=True,
+            total=self.total, initial=self.n, desc=desc, unit=unit, unit_scale=self.total >= 10_000,
             mininterval=2.0, file=sys.stderr, disable=not enabled, dynamic_ncols=True,
         )  # fmt: skip
 

@@ -32,7 +32,6 @@ import io
 import logging
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +39,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from morl import __version__
 from morl.agents import (
@@ -49,6 +47,7 @@ from morl.agents import (
     PARTIAL_FORMAT,
 )
 from morl.data import Dataset, atomic_write, file_sha256, load_dataset
+from morl.progress import Progress
 from morl.models import (
     DISPLAY_NAMES,
     build_model,
@@ -380,15 +379,7 @@ def train(
         resumed_from = step
 
         model.train()
-        bar = tqdm(
-            total=total,
-            initial=step,
-            disable=not progress,
-            file=sys.stderr,
-            unit="step",
-            dynamic_ncols=True,
-            desc=f"train {DISPLAY_NAMES[model_name]}",
-        )
+        bar = Progress(total, f"train {DISPLAY_NAMES[model_name]}", unit="step", enabled=progress, initial=step)
         t0 = time.perf_counter()
         while step < total:
             batch = gather_batch(data, sample_indices(sampler, data.n_steps, hp["batch_size"]), context_length)
@@ -414,7 +405,7 @@ def train(
                 loss_sum.zero_()
                 loss_count = 0
                 rate = hp["batch_size"] * (step - resumed_from) / max(time.perf_counter() - t0, 1e-9)
-                bar.set_postfix(loss=f"{mean_loss:.4g}", samples_s=f"{rate:.0f}")
+                bar.update(0, loss=f"{mean_loss:.4g}", samples_s=f"{rate:.0f}")
             if hp["checkpoint_every"] and step % hp["checkpoint_every"] == 0 and step < total:
                 _save_partial(
                     partial_path,

@@ -11,6 +11,17 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest (and least disturbed by other processes) on one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def smoke_config() -> dict:
     with open(ROOT / "configs" / "smoke.yaml") as f:

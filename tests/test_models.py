@@ -41,14 +41,6 @@ TINY_HP = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest (and are unaffected by other processes) on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def make_dataset(seed=0, n_traj=16, action_of="state", max_steps=40):
     """A toy dataset; actions are a fixed function of the state, or of the preference only."""

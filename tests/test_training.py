@@ -40,13 +40,6 @@ HP = dict(
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def make_dataset(lengths=(3, 9, 1, 12, 6), seed=0, meta=None, actions_scale=0.9):
     rng = np.random.default_rng(seed)
