@@ -196,9 +196,10 @@ class Dataset:
         )
 
 
-def _fixed_list(arr: np.ndarray) -> pa.FixedSizeListArray:
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
-    return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1)), arr.shape[1])
+def fixed_size_list(arr: np.ndarray, dtype: pa.DataType = pa.float32()) -> pa.FixedSizeListArray:
+    """A ``(rows, width)`` array as an Arrow fixed-size-list column (one list per row)."""
+    arr = np.ascontiguousarray(arr)
+    return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), dtype), arr.shape[1])
 
 
 def to_table(ds: Dataset) -> pa.Table:
@@ -216,11 +217,11 @@ def to_table(ds: Dataset) -> pa.Table:
         {
             "traj_id": pa.array(ds.traj_ids, pa.int64()),
             "step": pa.array(ds.steps.astype(np.int32), pa.int32()),
-            "observation": _fixed_list(ds.observations),
-            "action": _fixed_list(ds.actions),
-            "next_observation": _fixed_list(ds.next_observations),
-            "reward": _fixed_list(ds.rewards),
-            "preference": _fixed_list(ds.preferences),
+            "observation": fixed_size_list(ds.observations),
+            "action": fixed_size_list(ds.actions),
+            "next_observation": fixed_size_list(ds.next_observations),
+            "reward": fixed_size_list(ds.rewards),
+            "preference": fixed_size_list(ds.preferences),
             "terminal": pa.array(ds.terminals, pa.bool_()),
             "timeout": pa.array(ds.timeouts, pa.bool_()),
         }

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.data import META_KEY, atomic_write, file_sha256, load_dataset, read_meta
+from morl.data import META_KEY, atomic_write, file_sha256, fixed_size_list, load_dataset, read_meta
 from morl.envs import get_spec
 from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
@@ -182,11 +182,6 @@ def evaluate_agent(
     }
 
 
-def _list_column(arr: np.ndarray, dtype=pa.float64()) -> pa.FixedSizeListArray:
-    arr = np.ascontiguousarray(arr)
-    return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), dtype), arr.shape[1])
-
-
 def write_evaluation(output: str | os.PathLike, result: dict[str, Any], meta: dict[str, Any],
                      policy_names: np.ndarray | None = None) -> None:  # fmt: skip
     """Write per-point rows atomically; the summary and provenance go into the metadata.
@@ -204,11 +199,11 @@ def write_evaluation(output: str | os.PathLike, result: dict[str, Any], meta: di
         point = np.arange(n)
     columns |= {
         "point": pa.array(point, pa.int32()),
-        "preference": _list_column(result["preferences"]),
-        "target_return": _list_column(result["targets"]),
-        "return": _list_column(result["returns"]),
+        "preference": fixed_size_list(result["preferences"], pa.float64()),
+        "target_return": fixed_size_list(result["targets"], pa.float64()),
+        "return": fixed_size_list(result["returns"], pa.float64()),
         "length": pa.array(result["lengths"], pa.float64()),
-        "episode_seeds": _list_column(result["seeds"], pa.int64()),
+        "episode_seeds": fixed_size_list(result["seeds"], pa.int64()),
     }
     full_meta = {**meta, "summary": result["summary"], "morl_version": __version__}
     table = pa.table(columns).replace_schema_metadata({META_KEY: json.dumps(full_meta, sort_keys=True)})
@@ -227,8 +222,8 @@ def evaluate_checkpoint(
     """Evaluate a trained model on the grid; the target regression is fit on ``dataset``."""
     from morl.agents import load_agent
 
-    ds_meta = read_meta(dataset)
     ds = load_dataset(dataset)
+    ds_meta = ds.meta
     coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
     agent = load_agent(checkpoint)
     env_id = ds_meta["env_id"]
@@ -239,8 +234,8 @@ def evaluate_checkpoint(
         "env_id": env_id,
         "quality": ds_meta.get("quality"),
         "entropy": ds_meta.get("entropy"),
-        "model": getattr(agent, "model_name", None),
-        "train_seed": getattr(agent, "seed", None),
+        "model": agent.model_name,
+        "train_seed": agent.seed,
         "checkpoint": str(checkpoint),
         "checkpoint_sha256": file_sha256(checkpoint),
         "dataset": str(dataset),
