@@ -284,7 +284,7 @@ def train_behavior(
                 update_debt -= 1.0
         postfix = {"episodes": episodes, "w.R": f"{np.mean(recent):.0f}" if recent else "-"}
         bar.update(s.n_envs, **postfix)
-        if step % s.checkpoint_every < s.n_envs and step < s.total_steps:
+        if s.checkpoint_every and step % s.checkpoint_every < s.n_envs and step < s.total_steps:
             _save_partial(partial, env_id, s, agent, buffer, rng, step, episodes)
 
     bar.close()

@@ -82,6 +82,14 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def cmd_import_d4morl(args) -> int:
+    from morl.d4morl import import_d4morl
+
+    summary = import_d4morl(args.pickle, args.env, args.quality, args.entropy, args.out)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def cmd_aggregate(args) -> int:
     from morl.aggregate import aggregate
 
@@ -136,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
     sp.add_argument("--output", required=True)
+
+    sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
+    sp.add_argument("pickle", help="the original D4MORL .pkl file")
+    sp.add_argument("--env", required=True, help="env id, e.g. MO-HalfCheetah-v2")
+    sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
+    sp.add_argument("--entropy", required=True, choices=["high", "medium", "low", "uniform", "wide", "narrow"],
+                    help="high/medium/low, or D4MORL's uniform/wide/narrow")  # fmt: skip
+    sp.add_argument("--out", required=True, help="the Parquet file to write")
 
     sp = add("aggregate", cmd_aggregate, "tables and Pareto plots from evaluation files")
     sp.add_argument("--evaluations", nargs="*", default=[])

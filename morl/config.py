@@ -81,6 +81,14 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
             raise ConfigError(
                 f"{source}: envs[{i}]: unknown environment {env_id!r}; known: {', '.join(sorted(ENV_SPECS))}"
             )
+    seen = set()
+    for i, imp in enumerate(config.get("imported_datasets", [])):
+        cell = (imp["env"], imp["quality"], imp["entropy"])
+        if imp["env"] not in ENV_SPECS:
+            raise ConfigError(f"{source}: imported_datasets[{i}].env: unknown environment {imp['env']!r}")
+        if cell in seen:
+            raise ConfigError(f"{source}: imported_datasets[{i}]: a second file for {'/'.join(cell)}")
+        seen.add(cell)
     for i, ov in enumerate(config["train"]["overrides"]):
         for env_id in ov.get("envs", []):
             if env_id not in ENV_SPECS:
@@ -99,6 +107,11 @@ def load_config(path: str | os.PathLike) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
     return validate_config(config, path)
+
+
+def imported_datasets(config: dict[str, Any]) -> dict[tuple[str, str, str], str]:
+    """The config's imported dataset files, keyed by (env, quality, entropy)."""
+    return {(d["env"], d["quality"], d["entropy"]): d["path"] for d in config.get("imported_datasets", [])}
 
 
 def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str, Any]:

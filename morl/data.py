@@ -11,14 +11,16 @@ column             Arrow type                        meaning
 ``action``         fixed_size_list<float32>[act]     action actually applied (clipped to bounds)
 ``next_observation`` fixed_size_list<float32>[obs]   state after the action
 ``reward``         fixed_size_list<float32>[n_obj]   raw (unweighted) reward vector
-``preference``     fixed_size_list<float32>[n_obj]   the trajectory's preference (constant within it)
+``preference``     fixed_size_list<float32>[n_obj]   the trajectory's preference (constant within it,
+                                                     entries >= 0 summing to 1)
 ``terminal``       bool                              the environment terminated the episode here
 ``timeout``        bool                              the episode was cut by the time limit here
 =================  ================================  ===========================================
 
 The file's key-value metadata holds one key, ``morl``, whose value is a JSON object describing
 where the file came from (env id, n_obj, quality, entropy, seed, behavior checkpoint hash, package
-version, ...). Any Parquet reader can open the file without this package::
+version, ...). Data pages carry CRC32 page checksums, so :func:`load_dataset` detects damaged
+bytes. Any Parquet reader can open the file without this package::
 
     import polars as pl
     df = pl.read_parquet("dataset.parquet")   # vector columns arrive as polars Arrays
@@ -43,6 +45,9 @@ from morl import __version__
 
 META_KEY = b"morl"
 FORMAT_VERSION = 1
+#: How far a preference's entries may sum from 1 (float32 storage of an exact simplex point).
+PREFERENCE_SUM_TOLERANCE = 1e-4
+_PARQUET_MAGIC = b"PAR1"
 
 _VECTOR_COLUMNS = ("observation", "action", "next_observation", "reward", "preference")
 _REQUIRED_COLUMNS = ("traj_id", "step", *_VECTOR_COLUMNS, "terminal", "timeout")
@@ -232,7 +237,8 @@ def to_table(ds: Dataset) -> pa.Table:
 def write_dataset(path: os.PathLike | str, ds: Dataset) -> None:
     """Write ``ds`` to ``path`` atomically (zstd-compressed Parquet)."""
     table = to_table(ds)
-    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+    # Page checksums (CRC32) let load_dataset detect bytes damaged inside the data pages.
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", write_page_checksum=True))
 
 
 def read_meta(path: os.PathLike | str) -> dict[str, Any]:
@@ -243,31 +249,73 @@ def read_meta(path: os.PathLike | str) -> dict[str, Any]:
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise DataFileError(path, f"not a readable Parquet file ({exc})") from exc
+        raise DataFileError(path, f"not a readable Parquet file: {_why_unreadable(path)} ({exc})") from exc
     raw = (schema.metadata or {}).get(META_KEY)
     if raw is None:
         raise DataFileError(path, "Parquet file has no 'morl' metadata; was it written by morl?")
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
+        meta = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataFileError(path, f"'morl' metadata is not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise DataFileError(path, f"'morl' metadata is a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def _why_unreadable(path: Path) -> str:
+    """A plain-words guess at why pyarrow cannot open ``path`` (from its magic bytes)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(max(0, size - 4))
+        tail = f.read(4)
+    if head != _PARQUET_MAGIC:
+        return f"not a Parquet file (it does not start with {_PARQUET_MAGIC!r}; {size} bytes)"
+    if tail != _PARQUET_MAGIC or size < 12:
+        return f"the file is truncated: it starts like Parquet but its footer is missing ({size} bytes)"
+    return "the Parquet footer is corrupt"
+
+
+def _column(table: pa.Table, name: str, expected: str, ok, path) -> pa.Array:
+    """Column ``name`` as one Arrow array, checked for its type (``ok(type)``) and for nulls."""
+    col = table.column(name).combine_chunks()
+    if not ok(col.type):
+        raise DataFileError(path, f"column {name!r} has type {col.type}; expected {expected}")
+    if col.null_count:
+        raise DataFileError(path, f"column {name!r} has {col.null_count} null value(s)")
+    return col
 
 
 def _vector_column(table: pa.Table, name: str, width: int, path) -> np.ndarray:
-    col = table.column(name).combine_chunks()
-    if not pa.types.is_fixed_size_list(col.type) or col.type.list_size != width:
-        raise DataFileError(path, f"column {name!r} has type {col.type}; expected fixed_size_list[{width}]")
-    values = col.flatten().to_numpy(zero_copy_only=False)
-    return np.ascontiguousarray(values, dtype=np.float32).reshape(-1, width)
+    def ok(t):
+        return pa.types.is_fixed_size_list(t) and t.list_size == width and pa.types.is_floating(t.value_type)
+
+    col = _column(table, name, f"fixed_size_list<float>[{width}]", ok, path)
+    values = col.flatten()
+    if values.null_count:
+        raise DataFileError(path, f"column {name!r} has {values.null_count} null value(s) inside its vectors")
+    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, width)
 
 
-def load_dataset(path: os.PathLike | str) -> Dataset:
-    """Read a dataset file into contiguous arrays, checking it is well formed."""
+def _scalar_column(table: pa.Table, name: str, expected: str, ok, path) -> np.ndarray:
+    return _column(table, name, expected, ok, path).to_numpy(zero_copy_only=False)
+
+
+def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Dataset:
+    """Read a dataset file into contiguous arrays, checking it is well formed.
+
+    ``expect_env``: the env id the caller needs (e.g. the workflow's ``{env}``); a file made for
+    another environment is refused. Every problem raises :class:`DataFileError` naming the file.
+    """
     meta = read_meta(path)
+    if expect_env is not None and meta.get("env_id") != expect_env:
+        raise DataFileError(
+            path, f"dataset is for env {meta.get('env_id')!r}, but {expect_env!r} was expected (env mismatch)"
+        )
     try:
-        table = pq.read_table(path)
+        table = pq.read_table(path, page_checksum_verification=True)
     except Exception as exc:
-        raise DataFileError(path, f"could not read Parquet data ({exc})") from exc
+        raise DataFileError(path, f"could not read Parquet data; the file is corrupt ({exc})") from exc
     missing = [c for c in _REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise DataFileError(path, f"missing column(s) {', '.join(missing)}")
@@ -283,11 +331,19 @@ def load_dataset(path: os.PathLike | str) -> Dataset:
         }
     except KeyError as exc:
         raise DataFileError(path, f"metadata lacks {exc.args[0]!r}") from exc
+    except (TypeError, ValueError) as exc:
+        raise DataFileError(path, f"metadata obs_dim/act_dim/n_obj are not integers ({exc})") from exc
     arrays = {name: _vector_column(table, name, widths[name], path) for name in _VECTOR_COLUMNS}
-    traj_ids = table.column("traj_id").to_numpy().astype(np.int64)
+    traj_ids = _scalar_column(table, "traj_id", "an integer type", pa.types.is_integer, path).astype(np.int64)
+    steps = _scalar_column(table, "step", "an integer type", pa.types.is_integer, path).astype(np.int64)
+    terminals = _scalar_column(table, "terminal", "bool", pa.types.is_boolean, path)
+    timeouts = _scalar_column(table, "timeout", "bool", pa.types.is_boolean, path)
     if np.any(np.diff(traj_ids) < 0) or traj_ids[0] != 0:
         raise DataFileError(path, "rows are not grouped by trajectory in increasing traj_id order")
     _, lengths = np.unique(traj_ids, return_counts=True)
+    for name, arr in arrays.items():
+        if not np.all(np.isfinite(arr)):
+            raise DataFileError(path, f"column {name!r} contains NaN or infinite values")
     try:
         ds = Dataset.from_arrays(
             arrays["observation"],
@@ -296,15 +352,28 @@ def load_dataset(path: os.PathLike | str) -> Dataset:
             arrays["preference"],
             lengths,
             next_observations=arrays["next_observation"],
-            terminals=table.column("terminal").to_numpy(zero_copy_only=False),
-            timeouts=table.column("timeout").to_numpy(zero_copy_only=False),
+            terminals=terminals,
+            timeouts=timeouts,
             meta=meta,
         )
     except ValueError as exc:
         raise DataFileError(path, str(exc)) from exc
-    if not np.array_equal(ds.steps, table.column("step").to_numpy().astype(np.int64)):
+    if not np.array_equal(ds.steps, steps):
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
-    for name in ("observations", "actions", "rewards", "preferences"):
-        if not np.all(np.isfinite(getattr(ds, name))):
-            raise DataFileError(path, f"column {name!r} contains NaN or infinite values")
+    _check_preferences(ds.traj_preferences, path)
     return ds
+
+
+def _check_preferences(prefs: np.ndarray, path) -> None:
+    """Each trajectory's preference lies on the simplex: entries >= 0 summing to 1."""
+    negative = np.flatnonzero(np.any(prefs < 0, axis=1))
+    if negative.size:
+        i = int(negative[0])
+        raise DataFileError(path, f"preference of trajectory {i} has a negative entry {prefs[i].tolist()} "
+                            f"({negative.size} trajectories affected)")  # fmt: skip
+    sums = prefs.astype(np.float64).sum(axis=1)
+    off = np.flatnonzero(np.abs(sums - 1.0) > PREFERENCE_SUM_TOLERANCE)
+    if off.size:
+        i = int(off[0])
+        raise DataFileError(path, f"preferences do not sum to 1: trajectory {i} sums to {sums[i]:.6g} "
+                            f"(tolerance {PREFERENCE_SUM_TOLERANCE:g}; {off.size} trajectories affected)")  # fmt: skip

@@ -7,6 +7,17 @@ per-objective linear regression from the training dataset's trajectory preferenc
 returns. The achieved raw return vector (averaged over ``episodes`` episodes) is the point of
 that preference; hypervolume, sparsity and friends are computed on the set of points.
 
+:func:`evaluate_sequential` is the slow reference the batched path is checked against (tests)
+and timed against (``benchmarks/eval_speed.py``): written the way the original D4MORL/PEDA code
+evaluates, one :class:`~morl.envs.MOMujocoEnv`, one policy call with batch size 1 per step,
+preference after preference. With the same seeds both run the same episodes: a batched rollout
+of one point is bit-identical to the reference. For B points they differ only by float rounding,
+since a float32 matrix product rounds differently for 1 row than for B rows (and for other thread
+counts); chaotic contact dynamics (HalfCheetah) can amplify that ~1e-7 action difference to
+whole units of return within an episode, so per-point returns of a float32 network depend,
+slightly, on the grid size. With float64 networks the two agree bit for bit
+(tests/test_evaluate.py).
+
 Output: one Parquet file per evaluated policy, one row per grid point, with columns
 ``point, preference, target_return, return, length, episode_seeds`` and, in its ``morl``
 metadata, the summary metrics, the regression coefficients and where the policy came from.
@@ -25,7 +36,7 @@ import pyarrow.parquet as pq
 
 from morl import __version__
 from morl.data import META_KEY, atomic_write, file_sha256, fixed_size_list, load_dataset, read_meta
-from morl.envs import get_spec
+from morl.envs import MOMujocoEnv, get_spec
 from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
@@ -135,6 +146,38 @@ def rollout(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndar
     return returns, env.lengths.copy()
 
 
+def rollout_sequential(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray,
+                       seeds: np.ndarray, progress: Progress | None = None):  # fmt: skip
+    """The reference for :func:`rollout`: one episode per row, one after another, in the style of
+    the original D4MORL/PEDA evaluation loop (one ``MOMujocoEnv``, one policy call with batch
+    size 1 per step, stop at ``terminated or truncated``). Same return value as :func:`rollout`."""
+    spec = get_spec(env_id)
+    env = MOMujocoEnv(env_id)
+    preferences = np.asarray(preferences, np.float32)
+    targets = np.asarray(targets, np.float32)
+    B = len(preferences)
+    returns = np.zeros((B, spec.n_obj), np.float64)
+    lengths = np.zeros(B, np.int64)
+    for i in range(B):
+        agent.reset(preferences[i : i + 1], targets[i : i + 1])
+        obs, _ = env.reset(seed=int(seeds[i]))
+        episode_return = np.zeros(spec.n_obj, np.float64)
+        t = 0
+        while True:
+            action = agent.act(obs[None])[0]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            episode_return += reward
+            agent.observe(action[None], reward[None])
+            t += 1
+            if progress is not None:
+                progress.update(1)
+            if terminated or truncated:
+                break
+        returns[i] = episode_return
+        lengths[i] = t
+    return returns, lengths
+
+
 def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
     """HV, SP, RD, EU and the number of non-dominated points of one evaluation."""
     return {
@@ -157,19 +200,47 @@ def evaluate_agent(
     progress: bool = True,
     desc: str = "evaluate",
 ) -> dict[str, Any]:
-    """Roll ``agent`` out on the whole grid; return per-point arrays and the summary."""
+    """Roll ``agent`` out on the whole grid; return per-point arrays and the summary.
+
+    Per point: preference, target (``g0``), return vector and length averaged over ``episodes``
+    episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).
+    """
+    return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False)
+
+
+def evaluate_sequential(
+    env_id: str,
+    agent: Agent,
+    divisions: int | None,
+    episodes: int,
+    seed: int,
+    coef: np.ndarray | None = None,
+    progress: bool = True,
+    desc: str = "evaluate (sequential reference)",
+) -> dict[str, Any]:
+    """:func:`evaluate_agent` with :func:`rollout_sequential`: the same grid, targets, seeds and
+    result, computed one point and one step at a time (a reference for tests and benchmarks)."""
+    return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=True)
+
+
+def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential):
     spec = get_spec(env_id)
     prefs = simplex_grid(spec.n_obj, divisions or default_divisions(spec.n_obj))
     targets = initial_targets(coef, prefs) if coef is not None else np.zeros_like(prefs)
     seeds = episode_seeds(seed, len(prefs), episodes)
-    bar = Progress(episodes * spec.max_episode_steps, desc, unit="batch-step", enabled=progress)
     total_ret = np.zeros((len(prefs), spec.n_obj))
     total_len = np.zeros(len(prefs))
+    if sequential:
+        bar = Progress(episodes * len(prefs) * spec.max_episode_steps, desc, unit="step", enabled=progress)
+        run = rollout_sequential
+    else:
+        bar = Progress(episodes * spec.max_episode_steps, desc, unit="batch-step", enabled=progress)
+        run = rollout
     for e in range(episodes):
-        ret, lens = rollout(env_id, agent, prefs, targets, seeds[e], progress=bar)
+        ret, lens = run(env_id, agent, prefs, targets, seeds[e], progress=bar)
         total_ret += ret
         total_len += lens
-        bar.n = (e + 1) * spec.max_episode_steps
+        bar.advance_to((e + 1) * (bar.total // episodes))
     bar.close()
     returns = total_ret / episodes
     return {
@@ -218,11 +289,13 @@ def evaluate_checkpoint(
     episodes: int = 1,
     seed: int = 0,
     progress: bool = True,
+    expect_env: str | None = None,
 ) -> dict[str, float]:
-    """Evaluate a trained model on the grid; the target regression is fit on ``dataset``."""
+    """Evaluate a trained model on the grid; the target regression is fit on ``dataset``
+    (refused if ``expect_env`` is given and the dataset is for another env)."""
     from morl.agents import load_agent
 
-    ds = load_dataset(dataset)
+    ds = load_dataset(dataset, expect_env=expect_env)
     ds_meta = ds.meta
     coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
     agent = load_agent(checkpoint)

@@ -50,6 +50,11 @@ class Progress:
             log.info("%s: %d/%d (%.0f%%) %.1f/s %s", self.desc, self.n, self.total,
                      100.0 * self.n / max(self.total, 1), rate, extra)  # fmt: skip
 
+    def advance_to(self, n: int) -> None:
+        """Move the bar forward to ``n`` units done (e.g. when work ends earlier than budgeted)."""
+        if n > self.n:
+            self.update(n - self.n)
+
     @property
     def rate(self) -> float:
         return (self.n - self._n0) / max(time.perf_counter() - self._t0, 1e-9)

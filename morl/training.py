@@ -301,8 +301,11 @@ def train(
     curve_path: os.PathLike | str | None = None,
     device: str = "auto",
     progress: bool = True,
+    expect_env: str | None = None,
 ) -> dict[str, Any]:
     """Train one PEDA agent and write its final checkpoint atomically to ``checkpoint_path``.
+
+    ``expect_env``: if given, a dataset made for another env id is refused.
 
     ``hp`` keys (missing ones take :data:`morl.models.DEFAULT_HP`): steps, batch_size, lr,
     weight_decay, warmup_steps, return_scale, checkpoint_every (0 = never), hidden, depth,
@@ -323,7 +326,7 @@ def train(
     checkpoint_path = Path(checkpoint_path)
     partial_path = checkpoint_path.with_name(checkpoint_path.name + ".partial")
 
-    ds = load_dataset(dataset_path)
+    ds = load_dataset(dataset_path, expect_env=expect_env)
     facts = _dataset_facts(ds, dataset_path)
     dataset_sha = file_sha256(dataset_path)
     data = prepare_tensors(ds, hp["return_scale"], dev)

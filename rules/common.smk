@@ -1,5 +1,5 @@
 # Paths, wildcard constraints and target lists. No science here.
-from morl.config import train_settings
+from morl.config import imported_datasets, train_settings
 
 R = config["results_dir"]
 
@@ -20,6 +20,15 @@ EVALUATION = RUN + "/eval.parquet"
 TABLES = R + "/tables"
 LOGS = R + "/logs"
 BENCH = R + "/benchmarks"
+
+
+IMPORTED = imported_datasets(config)
+
+
+def dataset_for(wildcards):
+    """The training dataset of a cell: an imported file if the config names one, else the collected file."""
+    cell = (wildcards.env, wildcards.quality, wildcards.entropy)
+    return IMPORTED.get(cell) or DATASET.format(env=cell[0], quality=cell[1], entropy=cell[2])
 
 
 def datasets():

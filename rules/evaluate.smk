@@ -2,7 +2,7 @@ rule evaluate:
     """Roll out one trained model on every point of the preference grid."""
     input:
         checkpoint=CHECKPOINT,
-        dataset=DATASET,
+        dataset=dataset_for,
     output:
         evaluation=EVALUATION,
     log:

@@ -1,7 +1,7 @@
 rule train:
     """Train one PEDA model on one dataset with one seed (resumes from its partial checkpoint)."""
     input:
-        dataset=DATASET,
+        dataset=dataset_for,
     output:
         checkpoint=CHECKPOINT,
         curve=CURVE,

@@ -80,3 +80,235 @@ def test_bad_files_are_named(tmp_path):
     pq.write_table(table.drop_columns(["action"]), tmp_path / "cut.parquet")
     with pytest.raises(DataFileError, match="missing column"):
         load_dataset(tmp_path / "cut.parquet")
+
+
+# --------------------------------------------------------------------------- bad input, one case each
+def _table(ds: Dataset) -> pa.Table:
+    from morl.data import to_table
+
+    return to_table(ds)
+
+
+def _write_table(path, table: pa.Table):
+    pq.write_table(table, path)
+    return path
+
+
+def _replace(table: pa.Table, name: str, column) -> pa.Table:
+    return table.set_column(table.column_names.index(name), name, column)
+
+
+def _good_file(tmp_path, name="good.parquet", seed=5):
+    path = tmp_path / name
+    write_dataset(path, _synthetic(np.random.default_rng(seed)))
+    return path
+
+
+@pytest.mark.parametrize("keep", ["all but 1 byte", "all but the footer", "half", "12 bytes"])
+def test_truncated_file_is_named(tmp_path, keep):
+    good = _good_file(tmp_path)
+    raw = good.read_bytes()
+    footer = pq.ParquetFile(good).metadata.serialized_size + 8
+    n = {"all but 1 byte": len(raw) - 1, "all but the footer": len(raw) - footer, "half": len(raw) // 2,
+         "12 bytes": 12}[keep]  # fmt: skip
+    cut = tmp_path / "cut_short.parquet"
+    cut.write_bytes(raw[:n])
+    with pytest.raises(DataFileError, match=r"cut_short.parquet: not a readable Parquet file: the file is truncated"):
+        load_dataset(cut)
+
+
+def test_corrupt_data_pages_are_detected(tmp_path):
+    """A damaged byte in the data region is caught (page CRCs) or is harmless (an unused page-header
+    field such as statistics); it never comes back as silently different data."""
+    good = _good_file(tmp_path)
+    expected = load_dataset(good)
+    raw = good.read_bytes()
+    data_end = len(raw) - pq.ParquetFile(good).metadata.serialized_size - 8
+    bad = tmp_path / "flipped.parquet"
+    caught = 0
+    for offset in range(4, data_end, 7):
+        damaged = bytearray(raw)
+        damaged[offset] ^= 0x10
+        bad.write_bytes(bytes(damaged))
+        try:
+            back = load_dataset(bad)
+        except DataFileError as exc:
+            assert "flipped.parquet: could not read Parquet data; the file is corrupt" in str(exc)
+            caught += 1
+            continue
+        for name in ("observations", "actions", "next_observations", "rewards", "preferences", "terminals",
+                     "timeouts", "steps"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(back, name), getattr(expected, name), err_msg=f"{offset=}")
+    assert caught > 0.5 * len(range(4, data_end, 7))
+
+
+def test_not_parquet_at_all(tmp_path):
+    junk = tmp_path / "notes.parquet"
+    junk.write_bytes(b"x" * 100)
+    with pytest.raises(DataFileError, match="notes.parquet: not a readable Parquet file: not a Parquet file"):
+        load_dataset(junk)
+
+
+def _wrong_width(t):
+    obs = np.asarray(t.column("observation").combine_chunks().flatten()).reshape(-1, 4)
+    return _replace(t, "observation", pa.FixedSizeListArray.from_arrays(pa.array(obs[:, :3].reshape(-1)), 3))
+
+
+def _int_vectors(t):
+    obs = np.asarray(t.column("observation").combine_chunks().flatten()).reshape(-1, 4)
+    return _replace(t, "observation", pa.FixedSizeListArray.from_arrays(pa.array(obs.astype(np.int32).reshape(-1)), 4))
+
+
+def _variable_lists(t):
+    return _replace(t, "reward", pa.array(t.column("reward").to_pylist(), pa.list_(pa.float32())))
+
+
+def _terminal_as_int(t):
+    return _replace(t, "terminal", pa.array(np.asarray(t.column("terminal")).astype(np.int8)))
+
+
+def _traj_id_as_float(t):
+    return _replace(t, "traj_id", pa.array(np.asarray(t.column("traj_id")).astype(np.float64)))
+
+
+def _null_timeout(t):
+    vals = t.column("timeout").to_pylist()
+    vals[3] = None
+    return _replace(t, "timeout", pa.array(vals, pa.bool_()))
+
+
+def _null_action(t):
+    vals = t.column("action").to_pylist()
+    vals[2] = None
+    return _replace(t, "action", pa.array(vals, t.column("action").type))
+
+
+WRONG_SCHEMA = {
+    "width": (_wrong_width, r"column 'observation' has type fixed_size_list<\w+: float>\[3\]; expected "
+              r"fixed_size_list<float>\[4\]"),
+    "int-values": (_int_vectors, r"column 'observation' has type fixed_size_list<\w+: int32>\[4\]; expected "
+                   r"fixed_size_list<float>\[4\]"),
+    "variable-lists": (_variable_lists, r"column 'reward' has type list<\w+: float>; expected fixed_size_list"),
+    "terminal-int": (_terminal_as_int, r"column 'terminal' has type int8; expected bool"),
+    "traj_id-float": (_traj_id_as_float, r"column 'traj_id' has type double; expected an integer type"),
+    "null-scalar": (_null_timeout, r"column 'timeout' has 1 null value"),
+    "null-vector": (_null_action, r"column 'action' has 1 null value"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", WRONG_SCHEMA, ids=list(WRONG_SCHEMA))
+def test_wrong_schema_is_named(tmp_path, case):
+    change, problem = WRONG_SCHEMA[case]
+    table = _table(_synthetic(np.random.default_rng(6)))
+    path = _write_table(tmp_path / "odd_schema.parquet", change(table))
+    with pytest.raises(DataFileError, match=r"odd_schema.parquet: " + problem):
+        load_dataset(path)
+
+
+@pytest.mark.parametrize(
+    "meta, problem",
+    [
+        (None, "Parquet file has no 'morl' metadata"),
+        (b"{not json", "'morl' metadata is not valid JSON"),
+        (b"[1, 2]", "'morl' metadata is a JSON list, not an object"),
+        ("drop obs_dim", "metadata lacks 'obs_dim'"),
+        ("bad n_obj", "metadata obs_dim/act_dim/n_obj are not integers"),
+    ],
+)
+def test_missing_or_bad_metadata(tmp_path, meta, problem):
+    import json
+
+    table = _table(_synthetic(np.random.default_rng(7)))
+    if isinstance(meta, str):
+        m = json.loads(table.schema.metadata[b"morl"])
+        if meta == "drop obs_dim":
+            del m["obs_dim"]
+        else:
+            m["n_obj"] = "two"
+        meta = json.dumps(m).encode()
+    table = table.replace_schema_metadata(None if meta is None else {b"morl": meta})
+    path = _write_table(tmp_path / "meta_case.parquet", table)
+    with pytest.raises(DataFileError, match=r"meta_case.parquet: " + problem.replace("[", r"\[")):
+        load_dataset(path)
+
+
+@pytest.mark.parametrize("column", ["observation", "action", "next_observation", "reward", "preference"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+def test_nan_and_inf_are_named(tmp_path, column, bad):
+    table = _table(_synthetic(np.random.default_rng(8)))
+    col = table.column(column).combine_chunks()
+    values = np.asarray(col.flatten()).copy()
+    values[5] = bad
+    table = _replace(table, column, pa.FixedSizeListArray.from_arrays(pa.array(values), col.type.list_size))
+    path = _write_table(tmp_path / "nonfinite.parquet", table)
+    with pytest.raises(DataFileError, match=rf"nonfinite.parquet: column '{column}' contains NaN or infinite"):
+        load_dataset(path)
+
+
+@pytest.mark.parametrize(
+    "prefs, problem",
+    [
+        ([[0.5, 0.5], [0.5, 0.6], [1.0, 0.0]], r"preferences do not sum to 1: trajectory 1 sums to 1.1"),
+        ([[0.5, 0.5], [0.3, 0.3], [0.2, 0.2]],
+         r"preferences do not sum to 1: trajectory 1 sums to 0.6 .*2 trajectories affected"),
+        ([[1.2, -0.2], [0.5, 0.5], [0.5, 0.5]], r"preference of trajectory 0 has a negative entry"),
+    ],
+)
+def test_preferences_must_lie_on_the_simplex(tmp_path, prefs, problem):
+    ds = _synthetic(np.random.default_rng(9))
+    bad = Dataset.from_arrays(ds.observations, ds.actions, ds.rewards, np.array(prefs), ds.traj_lengths,
+                              meta=ds.meta)  # fmt: skip
+    path = tmp_path / "offsimplex.parquet"
+    write_dataset(path, bad)
+    with pytest.raises(DataFileError, match=r"offsimplex.parquet: " + problem):
+        load_dataset(path)
+
+
+def test_preference_tolerance_accepts_float32_rounding(tmp_path):
+    ds = _synthetic(np.random.default_rng(10))
+    prefs = np.array([[1 / 3, 2 / 3 + 5e-5], [0.1, 0.9], [0.7, 0.3]])
+    ok = Dataset.from_arrays(ds.observations, ds.actions, ds.rewards, prefs, ds.traj_lengths, meta=ds.meta)
+    write_dataset(tmp_path / "ok.parquet", ok)
+    load_dataset(tmp_path / "ok.parquet")
+
+
+def test_env_mismatch_is_named(tmp_path):
+    path = _good_file(tmp_path, "cheetah.parquet")
+    assert load_dataset(path, expect_env="MO-HalfCheetah-v2").meta["env_id"] == "MO-HalfCheetah-v2"
+    with pytest.raises(DataFileError, match=r"cheetah.parquet: dataset is for env 'MO-HalfCheetah-v2', but "
+                       r"'MO-Hopper-v2' was expected \(env mismatch\)"):  # fmt: skip
+        load_dataset(path, expect_env="MO-Hopper-v2")
+
+
+def test_train_and_evaluate_pass_the_expected_env_through(tmp_path):
+    from morl.evaluate import evaluate_checkpoint
+    from morl.training import train
+
+    path = _good_file(tmp_path, "cheetah.parquet")
+    with pytest.raises(DataFileError, match="cheetah.parquet: .*env mismatch"):
+        train(path, "bc", 0, {"steps": 1}, tmp_path / "m.pt", device="cpu", progress=False, expect_env="MO-Ant-v2")
+    with pytest.raises(DataFileError, match="cheetah.parquet: .*env mismatch"):
+        evaluate_checkpoint(tmp_path / "m.pt", path, tmp_path / "e.parquet", 3, progress=False, expect_env="MO-Ant-v2")
+    assert not (tmp_path / "m.pt").exists() and not (tmp_path / "e.parquet").exists()
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    import morl.data
+
+    ds = _synthetic(np.random.default_rng(11))
+    fresh = tmp_path / "fresh.parquet"
+    existing = _good_file(tmp_path, "existing.parquet")
+    before = existing.read_bytes()
+
+    def half_then_fail(table, where, **kwargs):
+        with open(where, "wb") as f:
+            f.write(b"PAR1 and then the process died")
+        raise KeyboardInterrupt  # also a kill-like interruption, not only an Exception
+
+    monkeypatch.setattr(morl.data.pq, "write_table", half_then_fail)
+    for dest in (fresh, existing):
+        with pytest.raises(KeyboardInterrupt):
+            write_dataset(dest, ds)
+    assert not fresh.exists()
+    assert existing.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.parquet"]

@@ -113,3 +113,39 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     # a second run finds nothing to do
     again = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), cwd=tmp_path, timeout=120)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_imported_dataset_replaces_collection(tmp_path):
+    """A cell named in imported_datasets is trained from that file and never collected."""
+    config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
+    imported = tmp_path / "d4morl" / "hopper-amateur-low.parquet"
+    imported.parent.mkdir()
+    imported.write_bytes(b"")  # the dry run only needs the file to exist
+    config["imported_datasets"] = [
+        {"env": "MO-Hopper-v3", "quality": "amateur", "entropy": "low", "path": str(imported)}
+    ]
+    cfg = tmp_path / "imported.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    res = snakemake("-n", "--configfile", str(cfg), cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    out = res.stdout + res.stderr
+    counts = job_counts(out)
+    assert counts["collect"] == 1  # only the HalfCheetah dataset
+    assert "results/MO-Hopper-v3/data/amateur-low.parquet" not in out
+    assert f"input: {imported}" in out
+    assert counts["train"] == 12 and counts["evaluate"] == 12
+
+
+def test_imported_dataset_config_errors(config):
+    from morl.config import ConfigError, validate_config
+
+    config["imported_datasets"] = [{"env": "MO-Foo-v0", "quality": "expert", "entropy": "high", "path": "x"}]
+    with pytest.raises(ConfigError, match="imported_datasets\\[0\\].env: unknown environment 'MO-Foo-v0'"):
+        validate_config(config, "c.yaml")
+    cell = {"env": "MO-Hopper-v3", "quality": "expert", "entropy": "high", "path": "x"}
+    config["imported_datasets"] = [cell, dict(cell, path="y")]
+    with pytest.raises(ConfigError, match="imported_datasets\\[1\\]: a second file for MO-Hopper-v3/expert/high"):
+        validate_config(config, "c.yaml")
+    config["imported_datasets"] = [dict(cell, quality="novice")]
+    with pytest.raises(ConfigError, match="imported_datasets\\[0\\].quality"):
+        validate_config(config, "c.yaml")

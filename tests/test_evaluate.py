@@ -1,0 +1,229 @@
+"""Evaluation over the preference grid: the batched evaluator against the sequential reference.
+
+The batched path (:func:`morl.evaluate.evaluate_agent`: one ``BatchedEnv``, one forward per step
+for the whole grid) must give, point by point, the returns and lengths of the reference
+(:func:`morl.evaluate.evaluate_sequential`: one ``MOMujocoEnv``, batch size 1, one preference
+after another) with the same seeds: for every model type and the behavior policy, on
+MO-HalfCheetah-v2 (500-step episodes, MODT's context window rolls) and MO-Hopper-v3 (untrained
+policies fall within tens of steps at different times, so finished slots must be masked).
+
+Float rounding and chaos: the physics of both paths is bit-identical (tests/test_envs.py) and a
+batched rollout of one point is bit-identical to the reference, but a float32 matrix product
+rounds differently for 1 row than for B rows (~6e-8 of an action, and differently again for
+other B or thread counts). HalfCheetah's contact dynamics amplify such a difference about
+e-fold every few steps, to whole units of return within ~50 steps. So the comparisons run the
+networks in float64 (:class:`Float64Network`, inputs and outputs stay float32, every line of the
+agents and the evaluators is the production one), where the two roundings almost never differ
+after the cast back to float32; one test runs the plain float32 networks on the short Hopper
+episodes, where the amplification stays small.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from morl.agents import Agent, load_agent
+from morl.behavior import BehaviorPolicy, train_behavior
+from morl.data import load_dataset
+from morl.envs import get_spec
+from morl.evaluate import (
+    BehaviorAgent,
+    episode_seeds,
+    evaluate_agent,
+    evaluate_sequential,
+    fit_return_regression,
+    rollout,
+    rollout_sequential,
+)
+from morl.models import MODEL_NAMES, build_model
+from morl.preferences import default_divisions, simplex_grid
+from morl.training import train
+
+CHEETAH, HOPPER = "MO-HalfCheetah-v2", "MO-Hopper-v3"
+DIVISIONS = 4  # 5 points for 2 objectives, 15 for 3
+TRAIN_HP = dict(
+    steps=8, batch_size=16, lr=1e-3, warmup_steps=2, return_scale=1e-3, checkpoint_every=0,
+    hidden=32, depth=2, embed_dim=16, n_layer=1, n_head=1, dropout=0.1,
+    context_length=5, eval_context_length=3,
+)  # fmt: skip
+# Float64 networks: here the two paths agree bit for bit; the tolerance only leaves room for another
+# BLAS (any real difference, a wrong seed, a slot stepped after it finished, a shifted context
+# window, changes returns by whole units). Float32 networks on Hopper: the batch-1/batch-B
+# rounding, amplified over fewer than 100 steps.
+RTOL, ATOL = 1e-9, 1e-9
+RTOL_F32, ATOL_F32 = 1e-3, 1e-2
+
+
+class Float64Network(torch.nn.Module):
+    """Runs ``net`` in float64: floating-point tensor arguments are cast up, the output back to
+    float32, so callers see the same interface as the float32 network."""
+
+    def __init__(self, net: torch.nn.Module):
+        super().__init__()
+        self.net = net.double()
+
+    def forward(self, *args):
+        up = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        return self.net(*up).float()
+
+
+def in_float64(agent: Agent) -> Agent:
+    agent.model = Float64Network(agent.model).eval()
+    return agent
+
+
+def assert_same_points(batched: dict, sequential: dict, rtol: float = RTOL, atol: float = ATOL) -> None:
+    for key in ("preferences", "targets", "seeds"):
+        np.testing.assert_array_equal(batched[key], sequential[key], err_msg=key)
+    np.testing.assert_array_equal(batched["lengths"], sequential["lengths"])
+    np.testing.assert_allclose(batched["returns"], sequential["returns"], rtol=rtol, atol=atol)
+
+
+# ------------------------------------------------------------------------------------ the grid
+@pytest.mark.parametrize("n_obj, divisions, n_points", [(2, 500, 501), (3, 24, 325), (2, DIVISIONS, 5), (3, DIVISIONS, 15)])
+def test_grid_sizes_and_row_sums(n_obj, divisions, n_points):
+    grid = simplex_grid(n_obj, divisions)
+    assert grid.shape == (n_points, n_obj)
+    np.testing.assert_allclose(grid.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert grid.min() >= 0.0
+    assert len(np.unique(grid, axis=0)) == n_points
+    if divisions != DIVISIONS:
+        assert default_divisions(n_obj) == divisions
+
+
+# ------------------------------------------------------------------------------- the policies
+def untrained_agent(name: str, env_id: str, seed: int = 0) -> Agent:
+    """A freshly initialised network of type ``name`` wrapped as an evaluation agent, with
+    non-trivial state normalisation, so every input path of the agent is exercised."""
+    spec = get_spec(env_id)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = build_model(name, spec.obs_dim, spec.act_dim, spec.n_obj, TRAIN_HP,
+                            act_low=spec.act_low, act_high=spec.act_high,
+                            max_episode_steps=spec.max_episode_steps)  # fmt: skip
+    return Agent(
+        model,
+        model_name=name,
+        obs_mean=0.1 * torch.randn(spec.obs_dim, generator=gen),
+        obs_std=0.5 + torch.rand(spec.obs_dim, generator=gen),
+        return_scale=1e-3,
+        max_episode_steps=spec.max_episode_steps,
+        context_length=TRAIN_HP["eval_context_length"],
+        n_obj=spec.n_obj,
+        act_dim=spec.act_dim,
+        device=torch.device("cpu"),
+    )
+
+
+def hopper_coef() -> np.ndarray:
+    """A made-up return regression for MO-Hopper-v3 (R_i(w) = 300 w_i + 200)."""
+    n = get_spec(HOPPER).n_obj
+    return np.hstack([300.0 * np.eye(n), np.full((n, 1), 200.0)])
+
+
+@pytest.fixture(scope="module")
+def cheetah_checkpoints(tmp_path_factory, tiny_dataset):
+    """Every model type trained for a few steps on the tiny MO-HalfCheetah-v2 dataset."""
+    out = tmp_path_factory.mktemp("models")
+    paths = {}
+    for name in MODEL_NAMES:
+        paths[name] = out / f"{name}.pt"
+        train(tiny_dataset, name, 0, TRAIN_HP, paths[name], device="cpu", progress=False)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def hopper_policy(tmp_path_factory, smoke_config):
+    out = tmp_path_factory.mktemp("behavior-hopper") / "policy.pt"
+    cfg = dict(smoke_config["behavior"], total_steps=300, start_steps=200, checkpoint_every=10**6)
+    train_behavior(HOPPER, cfg, out, progress=False)
+    return out
+
+
+# ------------------------------------------------------------------ batched == sequential
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_batched_equals_sequential_halfcheetah(name, cheetah_checkpoints, tiny_dataset):
+    ds = load_dataset(tiny_dataset)
+    coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
+    agent = in_float64(load_agent(cheetah_checkpoints[name]))
+    batched = evaluate_agent(CHEETAH, agent, DIVISIONS, 1, 3, coef=coef, progress=False)
+    sequential = evaluate_sequential(CHEETAH, agent, DIVISIONS, 1, 3, coef=coef, progress=False)
+    assert batched["returns"].shape == (5, 2)
+    assert np.any(batched["targets"] != 0)
+    assert_same_points(batched, sequential)
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_batched_equals_sequential_hopper_with_early_termination(name):
+    agent = in_float64(untrained_agent(name, HOPPER))
+    batched = evaluate_agent(HOPPER, agent, DIVISIONS, 1, 5, coef=hopper_coef(), progress=False)
+    sequential = evaluate_sequential(HOPPER, agent, DIVISIONS, 1, 5, coef=hopper_coef(), progress=False)
+    assert batched["returns"].shape == (15, 3)
+    # real episodes that end early by the health check
+    assert 1 < batched["lengths"].min() and batched["lengths"].max() < get_spec(HOPPER).max_episode_steps
+    assert_same_points(batched, sequential)
+
+
+@pytest.mark.parametrize("name", ["rvs-p", "dt-p"])
+def test_finished_slots_are_masked_at_different_steps(name):
+    """Slots that fall at different steps: the batched rollout matches the reference only if a
+    finished slot contributes nothing more (no reward, no step) while the others run on."""
+    agent = in_float64(untrained_agent(name, HOPPER))
+    prefs = simplex_grid(3, DIVISIONS)
+    targets = prefs * 250.0
+    seeds = episode_seeds(5, len(prefs), 1)[0]
+    ret_b, len_b = rollout(HOPPER, agent, prefs, targets, seeds)
+    ret_s, len_s = rollout_sequential(HOPPER, agent, prefs, targets, seeds)
+    assert len(np.unique(len_b)) > 3, len_b  # the slots really finish at different times
+    np.testing.assert_array_equal(len_b, len_s)
+    np.testing.assert_allclose(ret_b, ret_s, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_float32_networks_agree_on_short_episodes(name):
+    """The production float32 networks: on Hopper's short episodes the batch-1/batch-B rounding
+    is amplified only a little; lengths agree exactly."""
+    agent = untrained_agent(name, HOPPER)
+    batched = evaluate_agent(HOPPER, agent, DIVISIONS, 1, 5, coef=hopper_coef(), progress=False)
+    sequential = evaluate_sequential(HOPPER, agent, DIVISIONS, 1, 5, coef=hopper_coef(), progress=False)
+    assert_same_points(batched, sequential, rtol=RTOL_F32, atol=ATOL_F32)
+
+
+@pytest.mark.parametrize("env_id", [CHEETAH, HOPPER])
+def test_batched_equals_sequential_behavior_policy(env_id, tiny_policy, hopper_policy):
+    policy = BehaviorPolicy(tiny_policy if env_id == CHEETAH else hopper_policy)
+    assert policy.env_id == env_id
+    policy.actor = Float64Network(policy.actor).eval()
+    agent = BehaviorAgent(policy)
+    batched = evaluate_agent(env_id, agent, DIVISIONS, 1, 2, progress=False)
+    sequential = evaluate_sequential(env_id, agent, DIVISIONS, 1, 2, progress=False)
+    assert_same_points(batched, sequential)
+
+
+# ------------------------------------------------------------------------ several episodes
+def test_two_episodes_average_return_vectors_with_distinct_deterministic_seeds():
+    agent = in_float64(untrained_agent("dt-p", HOPPER))
+    coef = hopper_coef()
+    res = evaluate_agent(HOPPER, agent, 2, 2, 11, coef=coef, progress=False)
+    n = len(simplex_grid(3, 2))
+    seeds = episode_seeds(11, n, 2)  # (episodes, points)
+    assert res["seeds"].shape == (n, 2)
+    np.testing.assert_array_equal(res["seeds"], seeds.T)
+    np.testing.assert_array_equal(episode_seeds(11, n, 2), seeds)  # deterministic
+    assert len(np.unique(seeds)) == seeds.size  # distinct across episodes and points
+    assert not np.array_equal(episode_seeds(12, n, 2), seeds)
+
+    targets = res["targets"]
+    prefs = res["preferences"]
+    (r0, l0), (r1, l1) = (rollout(HOPPER, agent, prefs, targets, seeds[e]) for e in range(2))
+    assert np.all(np.abs(r0 - r1).max(axis=1) > 1e-3)  # different seeds, different episodes
+    np.testing.assert_allclose(res["returns"], (r0 + r1) / 2, rtol=1e-12)
+    np.testing.assert_allclose(res["lengths"], (l0 + l1) / 2, rtol=1e-12)
+
+    again = evaluate_agent(HOPPER, agent, 2, 2, 11, coef=coef, progress=False)
+    np.testing.assert_array_equal(again["returns"], res["returns"])
+    sequential = evaluate_sequential(HOPPER, agent, 2, 2, 11, coef=coef, progress=False)
+    assert_same_points(res, sequential)
