@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# CUDA check for a GPU machine: trains each PEDA model at paper size for a few thousand steps on
+# a synthetic HalfCheetah-sized dataset, checks that the loss falls, and prints samples/s and
+# peak GPU memory. It installs nothing: it uses the project's .venv if present, else python3.
+#
+#   bash benchmarks/gpu_check.sh            # 2000 steps per model
+#   STEPS=5000 bash benchmarks/gpu_check.sh
+#   DEVICE=cpu STEPS=30 bash benchmarks/gpu_check.sh   # exercise the script itself without a GPU
+#
+# Compare MODT(P)'s samples/s with the CPU figure in docs/benchmarks.md (target: 20x or more).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" - "${STEPS:-2000}" <<'PYEOF'
+import csv, os, sys, tempfile
+from pathlib import Path
+
+try:
+    import torch
+except ImportError:
+    sys.exit("gpu_check: torch is not installed in this Python; install the project first (make install)")
+device = os.environ.get("DEVICE", "cuda")
+cuda = device.startswith("cuda")
+if cuda and not torch.cuda.is_available():
+    sys.exit("gpu_check: no CUDA device is visible (torch.cuda.is_available() is False)")
+
+import yaml
+sys.path.insert(0, "benchmarks")
+from synthetic import synthetic_dataset
+from morl.config import train_settings
+from morl.models import MODEL_NAMES
+from morl.training import train
+
+steps = int(sys.argv[1])
+config = yaml.safe_load(Path("configs/paper.yaml").read_text())
+print(f"device: {torch.cuda.get_device_name(0) if cuda else device}, torch {torch.__version__}, {steps} steps per model, paper hyperparameters")
+print("| model | samples/s | peak GPU memory (MiB) | loss first -> last | falls |")
+print("|---|---|---|---|---|")
+failed = []
+with tempfile.TemporaryDirectory() as tmp:
+    data = synthetic_dataset(Path(tmp) / "synthetic.parquet")
+    for name in MODEL_NAMES:
+        hp = dict(train_settings(config, "MO-HalfCheetah-v2", name), steps=steps, checkpoint_every=10**9,
+                  warmup_steps=min(1000, steps // 4))
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        curve = Path(tmp) / f"{name}.csv"
+        summary = train(data, name, 0, hp, Path(tmp) / f"{name}.pt", curve_path=curve, device=device, progress=False)
+        rows = list(csv.DictReader(curve.open()))
+        first, last = float(rows[0]["loss"]), float(rows[-1]["loss"])
+        falls = last < 0.5 * first
+        failed += [] if falls else [name]
+        peak = f"{torch.cuda.max_memory_allocated() / 2**20:.0f}" if cuda else "n/a"
+        print(f"| {name} | {summary['samples_per_s']:.0f} | {peak} | {first:.4f} -> {last:.4f} | {'yes' if falls else 'NO'} |", flush=True)
+if failed:
+    sys.exit(f"gpu_check: loss did not fall by half for {', '.join(failed)}")
+print(f"gpu_check: all models trained on {device} and their loss fell")
+PYEOF
