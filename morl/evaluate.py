@@ -290,9 +290,14 @@ def evaluate_checkpoint(
     seed: int = 0,
     progress: bool = True,
     expect_env: str | None = None,
+    summary_path: str | os.PathLike | None = None,
 ) -> dict[str, float]:
     """Evaluate a trained model on the grid; the target regression is fit on ``dataset``
-    (refused if ``expect_env`` is given and the dataset is for another env)."""
+    (refused if ``expect_env`` is given and the dataset is for another env).
+
+    With ``summary_path``, the summary (HV, SP, RD, EU, non-dominated points) and what was
+    evaluated also go to a small JSON file there.
+    """
     from morl.agents import load_agent
 
     ds = load_dataset(dataset, expect_env=expect_env)
@@ -318,6 +323,10 @@ def evaluate_checkpoint(
         "target_regression": coef.tolist(),
     }
     write_evaluation(output, result, meta)
+    if summary_path is not None:
+        keys = ("env_id", "quality", "entropy", "model", "train_seed", "eval_seed", "episodes", "checkpoint")
+        text = json.dumps({**{k: meta[k] for k in keys}, **result["summary"]}, indent=2) + "\n"
+        atomic_write(summary_path, lambda tmp: Path(tmp).write_text(text))
     log.info("evaluated %s: %s", checkpoint, result["summary"])
     return result["summary"]
 

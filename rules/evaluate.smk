@@ -5,6 +5,7 @@ rule evaluate:
         dataset=dataset_for,
     output:
         evaluation=EVALUATION,
+        summary=EVAL_SUMMARY,
     log:
         LOGS + "/evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.log",
     benchmark:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -100,6 +101,9 @@ def test_smoke_pipeline_end_to_end(tmp_path):
                         assert (run / "curve.csv").read_text().startswith("step")
                         meta, arr = read_evaluation(run / "eval.parquet")
                         assert meta["model"] == model and len(arr["return"]) == n_points[env]
+                        summary = json.loads((run / "summary.json").read_text())
+                        assert summary["model"] == model and summary["train_seed"] == seed
+                        assert summary["hv"] == pytest.approx(meta["summary"]["hv"])
                         assert np.all(np.isfinite(arr["return"]))
                         assert meta["summary"]["hv"] >= 0
     table = (R / "tables/results.md").read_text()

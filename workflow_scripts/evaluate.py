@@ -9,4 +9,4 @@ s = sm.params.settings
 torch.set_num_threads(sm.threads)
 with log_to(sm.log[0]):
     evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
-                        s["episodes"], s["seed"], expect_env=sm.wildcards.env)
+                        s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary)
