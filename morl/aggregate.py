@@ -25,10 +25,11 @@ from morl.data import atomic_write
 from morl.envs import ENV_SPECS, get_spec
 from morl.evaluate import read_evaluation, summarize
 from morl.metrics import pareto_front
+from morl.models import DISPLAY_NAMES
 from morl.progress import log
 
 MODEL_ORDER = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
-DISPLAY = {"B": "B", "dt-p": "MODT(P)", "rvs-p": "MORvS(P)", "bc-p": "BC(P)", "dt": "MODT", "rvs": "MORvS", "bc": "BC"}
+DISPLAY = {"B": "B", **DISPLAY_NAMES}
 # Paper units (reference §5): HV and SP are reported divided by these.
 HV_UNITS = {"MO-Ant-v2": 1e6, "MO-HalfCheetah-v2": 1e6, "MO-Walker2d-v2": 1e6, "MO-Hopper-v2": 1e7,
             "MO-Hopper-v3": 1e10, "MO-Swimmer-v2": 1e4}  # fmt: skip

@@ -99,6 +99,8 @@ def cmd_aggregate(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from morl.models import MODEL_NAMES
+
     p = argparse.ArgumentParser(prog="morl", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -134,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
     sp.add_argument("--dataset", required=True)
-    sp.add_argument("--model", required=True, choices=["bc", "bc-p", "rvs", "rvs-p", "dt", "dt-p"])
+    sp.add_argument("--model", required=True, choices=MODEL_NAMES)
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--output", required=True)
     sp.add_argument("--curve", default=None)

@@ -26,12 +26,12 @@ from morl import __version__
 from morl.behavior import BehaviorPolicy
 from morl.data import Dataset, file_sha256, write_dataset
 from morl.envs import get_spec
-from morl.preferences import sample_preferences
+from morl.preferences import ENTROPY_LEVELS, sample_preferences
 from morl.progress import Progress, log
 from morl.vector import BatchedEnv
 
 QUALITIES = ("expert", "amateur")
-ENTROPIES = ("high", "medium", "low")
+ENTROPIES = ENTROPY_LEVELS
 AMATEUR_KEEP_PROB = 0.35
 AMATEUR_FACTOR = (0.35, 1.65)
 # Environments whose amateur "keep" branch is a uniformly random action (D4MORL's Swimmer rule).
