@@ -44,7 +44,8 @@ def cmd_behavior_front(args) -> int:
     from morl.evaluate import evaluate_behavior
 
     s = _config_section(args, "evaluate")
-    summaries = evaluate_behavior(args.policy, args.output, s["divisions"], s["episodes"], s["seed"])
+    summaries = evaluate_behavior(args.policy, args.output, s["divisions"], s["episodes"], s["seed"],
+                                  workers=args.workers)
     print(json.dumps(summaries, indent=2))
     return 0
 
@@ -55,7 +56,8 @@ def cmd_collect(args) -> int:
     s = _config_section(args, "collect")
     n = args.n_trajectories or s["n_trajectories"]
     summary = collect_dataset(args.policy, args.quality, args.entropy, n, args.output,
-                              batch_size=s["batch_size"], seed=s["seed"] if args.seed is None else args.seed)  # fmt: skip
+                              batch_size=s["batch_size"], seed=s["seed"] if args.seed is None else args.seed,
+                              workers=args.workers)  # fmt: skip
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -77,7 +79,8 @@ def cmd_evaluate(args) -> int:
     from morl.evaluate import evaluate_checkpoint
 
     s = _config_section(args, "evaluate")
-    summary = evaluate_checkpoint(args.checkpoint, args.dataset, args.output, s["divisions"], s["episodes"], s["seed"])
+    summary = evaluate_checkpoint(args.checkpoint, args.dataset, args.output, s["divisions"], s["episodes"], s["seed"],
+                                  workers=args.workers)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -125,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
     sp.add_argument("--policy", required=True)
     sp.add_argument("--output", required=True)
+    sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
 
     sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
     sp.add_argument("--policy", required=True)
@@ -133,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", required=True)
     sp.add_argument("--n-trajectories", type=int, default=None, help="override the config's count")
     sp.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
 
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
     sp.add_argument("--dataset", required=True)
@@ -146,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
     sp.add_argument("--output", required=True)
+    sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
 
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")

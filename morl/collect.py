@@ -9,9 +9,10 @@ policy then acts for one episode with that preference:
   deterministic action times one factor drawn from U(0.35, 1.65) (for Swimmer the 0.35 branch is a
   uniformly random action instead); the result is clipped to the action bounds.
 
-Episodes run ``batch_size`` at a time in a :class:`~morl.vector.BatchedEnv`, with one policy forward
-per step for the whole batch. Every random draw comes from one generator seeded by ``seed``, so the
-same seed and behavior checkpoint give the same file.
+Episodes run in a :class:`~morl.vector.BatchedEnv` of ``batch_size`` slots that restart as soon as
+their episode ends (no slot waits for the longest episode of a batch), with one policy forward per
+step for all running slots.  Every random draw comes from one generator seeded by ``seed``, so the
+same seed and behavior checkpoint give the same file, whatever the number of worker processes.
 """
 
 from __future__ import annotations
@@ -60,8 +61,14 @@ def collect_dataset(
     batch_size: int = 100,
     seed: int = 0,
     progress: bool = True,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Roll out the behavior policy at ``policy_path`` for ``n_trajectories`` episodes; write ``output``."""
+    """Roll out the behavior policy at ``policy_path`` for ``n_trajectories`` episodes; write ``output``.
+
+    ``batch_size`` slots run in lockstep and restart as soon as their episode ends, until every
+    trajectory has been started; ``workers`` processes step the physics (the file does not depend
+    on it).  Trajectory ``k`` has the ``k``-th preference and environment seed drawn from ``seed``.
+    """
     if quality not in QUALITIES:
         raise ValueError(f"unknown quality {quality!r}; expected one of {QUALITIES}")
     if entropy not in ENTROPIES:
@@ -73,56 +80,57 @@ def collect_dataset(
     spec = get_spec(env_id)
     low, high = policy.act_low, policy.act_high
     rng = np.random.default_rng(seed)
-    B = min(batch_size, n_trajectories)
-    env = BatchedEnv(env_id, B)
-    T = spec.max_episode_steps
+    N = int(n_trajectories)
+    prefs = sample_preferences(entropy, N, spec.n_obj, rng, low=policy.pref_low, high=policy.pref_high)
+    prefs = prefs.astype(np.float32)
+    seeds = rng.integers(0, 2**31 - 1, size=N).tolist()
+    B = min(batch_size, N)
 
-    pieces: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "act", "rew", "next_obs", "term", "tout")}
-    lengths: list[np.ndarray] = []
-    traj_prefs: list[np.ndarray] = []
-    bar = Progress(n_trajectories, f"collect {env_id} {quality}-{entropy}", unit="traj", enabled=progress)
-    done_count = 0
-    while done_count < n_trajectories:
-        n = min(B, n_trajectories - done_count)
-        prefs = sample_preferences(entropy, B, spec.n_obj, rng, low=policy.pref_low, high=policy.pref_high)
-        prefs = prefs.astype(np.float32)
-        seeds = rng.integers(0, 2**31 - 1, size=B)
-        obs = env.reset(seeds)
-        buf_obs = np.zeros((T, B, spec.obs_dim), np.float32)
-        buf_act = np.zeros((T, B, len(low)), np.float32)
-        buf_rew = np.zeros((T, B, spec.n_obj), np.float32)
-        buf_next = np.zeros((T, B, spec.obs_dim), np.float32)
-        buf_term = np.zeros((T, B), bool)
-        buf_tout = np.zeros((T, B), bool)
-        t = 0
+    # One record per step taken: (episode, step index, obs, action, reward, next obs, flags).
+    chunks: dict[str, list[np.ndarray]] = {k: [] for k in ("ep", "t", "obs", "act", "rew", "next_obs", "term", "tout")}
+    bar = Progress(N, f"collect {env_id} {quality}-{entropy}", unit="traj", enabled=progress)
+    steps = 0
+    with BatchedEnv(env_id, B, num_workers=workers) as env:
+        obs = env.reset(seeds[:B], next_seeds=seeds[B:])
+        actions = np.zeros((B, spec.act_dim), np.float32)
         while not env.done:
-            act = policy.act(obs, prefs)
+            slots = np.flatnonzero(env.active)
+            episodes, t = env.episode_ids[slots], env.lengths[slots]
+            act = policy.act(obs[slots], prefs[episodes])
             if quality == "amateur":
                 act = amateur_actions(act, env_id, low, high, rng)
             else:
                 act = np.clip(act, low, high)
-            buf_obs[t], buf_act[t] = obs, act
-            obs, rew, term, trunc = env.step(act)
-            buf_rew[t], buf_next[t], buf_term[t], buf_tout[t] = rew, obs, term, trunc
-            t += 1
-        lens = env.lengths[:n].astype(np.int64)
-        # time-major (T, B, ...) -> trajectory-major rows, keeping each slot's first len steps
-        mask = np.arange(T)[None, :] < lens[:, None]  # (n, T)
-        for key, buf in (("obs", buf_obs), ("act", buf_act), ("rew", buf_rew), ("next_obs", buf_next),
-                         ("term", buf_term), ("tout", buf_tout)):  # fmt: skip
-            pieces[key].append(np.swapaxes(buf[:, :n], 0, 1)[mask])
-        lengths.append(lens)
-        traj_prefs.append(prefs[:n])
-        done_count += n
-        bar.update(n, steps=int(sum(int(x.sum()) for x in lengths)))
+            actions[slots] = act
+            next_obs, rew, term, trunc = env.step(actions)
+            for key, value in (("ep", episodes), ("t", t), ("obs", obs[slots]), ("act", act), ("rew", rew[slots]),
+                               ("next_obs", env.final_observations[slots]), ("term", term[slots]),
+                               ("tout", trunc[slots])):  # fmt: skip
+                chunks[key].append(value)
+            obs = next_obs
+            steps += len(slots)
+            ended = int((term[slots] | trunc[slots]).sum())
+            if ended:
+                bar.update(ended, steps=steps)
     bar.close()
+
+    # Trajectory-major order: episode by episode, each in step order (one field at a time, so the
+    # peak is one extra copy of one field).
+    ep = np.concatenate(chunks.pop("ep"))
+    t = np.concatenate(chunks.pop("t"))
+    order = np.lexsort((t, ep))
+    lengths = np.bincount(ep, minlength=N).astype(np.int64)
+    fields = {}
+    for key in ("obs", "act", "rew", "next_obs", "term", "tout"):
+        fields[key] = np.concatenate(chunks.pop(key))[order]
+    del ep, t, order
 
     meta = {
         "env_id": env_id,
         "quality": quality,
         "entropy": entropy,
         "seed": int(seed),
-        "max_episode_steps": T,
+        "max_episode_steps": spec.max_episode_steps,
         "behavior_path": str(policy_path),
         "behavior_sha256": file_sha256(policy_path),
         "pref_low": policy.pref_low.tolist(),
@@ -130,14 +138,8 @@ def collect_dataset(
         "morl_version": __version__,
     }
     ds = Dataset.from_arrays(
-        np.concatenate(pieces["obs"]),
-        np.concatenate(pieces["act"]),
-        np.concatenate(pieces["rew"]),
-        np.concatenate(traj_prefs),
-        np.concatenate(lengths),
-        next_observations=np.concatenate(pieces["next_obs"]),
-        terminals=np.concatenate(pieces["term"]),
-        timeouts=np.concatenate(pieces["tout"]),
+        fields.pop("obs"), fields.pop("act"), fields.pop("rew"), prefs, lengths,
+        next_observations=fields.pop("next_obs"), terminals=fields.pop("term"), timeouts=fields.pop("tout"),
         meta=meta,
     )
     write_dataset(output, ds)

@@ -88,15 +88,17 @@ harmless "out of date ... upgrading to version `v3`" DeprecationWarning; ``MOMuj
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium
 import mujoco
 import numpy as np
 from gymnasium import spaces
+from gymnasium.utils import seeding
 
 __all__ = [
     "ALIVE_BONUS",
@@ -476,13 +478,109 @@ ENV_SPECS: dict[str, EnvSpec] = {
 }
 
 
-def get_spec(env_id: str) -> EnvSpec:
-    """The :class:`EnvSpec` registered under ``env_id``; ValueError listing the known ids otherwise."""
+# --------------------------------------------------------------------------------------------
+# MO-Gymnasium tasks (optional extra ``morl[mo-gymnasium]``)
+# --------------------------------------------------------------------------------------------
+
+#: How MO-Gymnasium names its tasks (``mo-halfcheetah-v5``, ``mo-hopper-2obj-v5``, ...).
+MO_GYMNASIUM_ID = re.compile(r"^mo-[a-z0-9][a-z0-9-]*-v\d+$")
+MO_GYMNASIUM_INSTALL = "pip install 'morl[mo-gymnasium]'  (in a checkout: pip install -e '.[mo-gymnasium]')"
+
+
+@dataclass(frozen=True)
+class ExternalEnvSpec:
+    """Sizes and bounds of a task that another package defines (an MO-Gymnasium id).
+
+    It carries what the pipeline needs to know about a task (the same attribute names as
+    :class:`EnvSpec`); the dynamics and rewards are the other package's.
+    """
+
+    id: str
+    n_obj: int
+    objectives: tuple[str, ...]
+    obs_dim: int
+    act_low: tuple[float, ...]
+    act_high: tuple[float, ...]
+    max_episode_steps: int
+    source: str = "mo-gymnasium"
+
+    @property
+    def act_dim(self) -> int:
+        return len(self.act_low)
+
+
+class MissingExtraError(ValueError):
+    """An MO-Gymnasium id was asked for, but the ``mo-gymnasium`` extra is not installed."""
+
+
+def _import_mo_gymnasium():
+    try:
+        import mo_gymnasium  # noqa: F401 - registers the mo-* ids with gymnasium
+    except ImportError as exc:
+        raise MissingExtraError(f"MO-Gymnasium is not installed ({exc}); install it with: {MO_GYMNASIUM_INSTALL}") from exc
+    return mo_gymnasium
+
+
+def mo_gymnasium_ids() -> list[str]:
+    """The continuous-action MO-Gymnasium ids usable as ``env`` (empty without the extra)."""
+    try:
+        _import_mo_gymnasium()
+    except MissingExtraError:
+        return []
+    ids = []
+    for env_id, entry in gymnasium.registry.items():
+        if not MO_GYMNASIUM_ID.match(env_id):
+            continue
+        module = entry.entry_point if isinstance(entry.entry_point, str) else ""
+        if "mujoco" in module:  # MO-Gymnasium's continuous control suite
+            ids.append(env_id)
+    return sorted(ids)
+
+
+@functools.lru_cache(maxsize=None)
+def _external_spec(env_id: str) -> ExternalEnvSpec:
+    mo_gym = _import_mo_gymnasium()
+    if env_id not in gymnasium.registry:
+        raise ValueError(f"unknown MO-Gymnasium id {env_id!r}; available: {', '.join(mo_gymnasium_ids())}")
+    env = mo_gym.make(env_id)
+    try:
+        act, obs = env.action_space, env.observation_space
+        reward_space = getattr(env.unwrapped, "reward_space", None)
+        if not isinstance(act, spaces.Box):
+            raise ValueError(f"{env_id}: only continuous (Box) action spaces are supported; this task has {act}")
+        if not isinstance(obs, spaces.Box) or len(obs.shape) != 1:
+            raise ValueError(f"{env_id}: only flat Box observations are supported; this task has {obs}")
+        if reward_space is None or len(reward_space.shape) != 1:
+            raise ValueError(f"{env_id}: no vector reward_space; not a multi-objective task")
+        if env.spec is None or env.spec.max_episode_steps is None:
+            raise ValueError(f"{env_id}: the task has no episode cap (max_episode_steps)")
+        n_obj = int(reward_space.shape[0])
+        return ExternalEnvSpec(
+            id=env_id, n_obj=n_obj, objectives=tuple(f"objective {k + 1}" for k in range(n_obj)),
+            obs_dim=int(obs.shape[0]), act_low=tuple(float(x) for x in act.low),
+            act_high=tuple(float(x) for x in act.high), max_episode_steps=int(env.spec.max_episode_steps),
+        )  # fmt: skip
+    finally:
+        env.close()
+
+
+def get_spec(env_id: str) -> EnvSpec | ExternalEnvSpec:
+    """The spec of ``env_id``: a D4MORL task of :data:`ENV_SPECS`, or an MO-Gymnasium id (needs the
+    ``mo-gymnasium`` extra; :class:`MissingExtraError` says what to install).  ValueError otherwise."""
     try:
         return ENV_SPECS[env_id]
     except (KeyError, TypeError):
-        known = ", ".join(sorted(ENV_SPECS))
-        raise ValueError(f"unknown environment id {env_id!r}; known ids: {known}") from None
+        pass
+    if isinstance(env_id, str) and MO_GYMNASIUM_ID.match(env_id):
+        return _external_spec(env_id)
+    known = ", ".join(sorted(ENV_SPECS))
+    raise ValueError(f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id "
+                     f"such as mo-halfcheetah-v5") from None  # fmt: skip
+
+
+def is_d4morl_task(env_id: str) -> bool:
+    """True for the tasks this module defines (as opposed to MO-Gymnasium's)."""
+    return env_id in ENV_SPECS
 
 
 # --------------------------------------------------------------------------------------------
@@ -701,6 +799,128 @@ class MOMujocoEnv(gymnasium.Env):
 
     def __repr__(self) -> str:
         return f"MOMujocoEnv({self.spec_morl.id!r})"
+
+
+class MOGymnasiumTask(gymnasium.Wrapper):
+    """An MO-Gymnasium task with the conventions of :class:`MOMujocoEnv`: actions clipped to the
+    action bounds, float32 observations and reward vectors, ``info["obj"]`` a copy of the vector."""
+
+    def __init__(self, env_id: str) -> None:
+        mo_gym = _import_mo_gymnasium()
+        self.spec_morl = get_spec(env_id)
+        super().__init__(mo_gym.make(env_id))
+        self.reward_space = self.env.unwrapped.reward_space
+        self._low = np.asarray(self.spec_morl.act_low)
+        self._high = np.asarray(self.spec_morl.act_high)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return np.asarray(obs, np.float32), info
+
+    def step(self, action):
+        action = np.clip(np.asarray(action, np.float64), self._low, self._high).astype(self.action_space.dtype)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        reward = np.asarray(reward, np.float32)
+        info = dict(info)
+        info["obj"] = reward.copy()
+        return np.asarray(obs, np.float32), reward, bool(terminated), bool(truncated), info
+
+
+def make_env(env_id: str) -> gymnasium.Env:
+    """One environment of ``env_id`` with a vector reward: :class:`MOMujocoEnv` for the D4MORL
+    tasks, :class:`MOGymnasiumTask` for MO-Gymnasium ids."""
+    if is_d4morl_task(env_id):
+        return MOMujocoEnv(env_id)
+    get_spec(env_id)  # clear errors for unknown ids or a missing extra
+    return MOGymnasiumTask(env_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Slot groups: the per-slot state behind morl.vector.BatchedEnv
+# --------------------------------------------------------------------------------------------
+
+
+class MujocoSlots:
+    """Slots ``slots`` (a range of batch rows) of a D4MORL task: one ``MjData`` per slot.
+
+    ``buffers`` holds the batch arrays ``actions`` (clipped, float64), ``obs``, ``rewards``,
+    ``terminated`` and ``truncated``; :meth:`reset` and :meth:`step` read and write the rows of
+    the slots they are given, with the functions :class:`MOMujocoEnv` uses, vectorised over the
+    slots for rewards, termination and observations.
+    """
+
+    def __init__(self, spec: EnvSpec, slots: range, buffers: Any) -> None:
+        self.spec, self.buffers, self.lo = spec, buffers, slots.start
+        self.model = load_model(spec)
+        self.dt = control_timestep(spec, self.model)
+        self.init_qpos = self.model.qpos0.copy()
+        self.datas = [mujoco.MjData(self.model) for _ in slots]
+        # Views into each MjData, made once (each attribute access builds a new view).
+        self._ctrl = [d.ctrl for d in self.datas]
+        self._qpos_views = [d.qpos for d in self.datas]
+        self._qvel_views = [d.qvel for d in self.datas]
+        self._qpos = np.zeros((len(slots), self.model.nq))
+        self._qvel = np.zeros((len(slots), self.model.nv))
+
+    def reset(self, slots: Sequence[int], seeds: Sequence[int]) -> None:
+        rows = np.asarray(slots, dtype=np.int64) - self.lo
+        for k, seed in zip(rows, seeds):
+            rng, _ = seeding.np_random(int(seed))
+            reset_physics(self.spec, self.model, self.datas[k], rng)
+            self._qpos[k] = self._qpos_views[k]
+            self._qvel[k] = self._qvel_views[k]
+        self.buffers.obs[np.asarray(slots)] = compute_observations(self.spec, self._qpos[rows], self._qvel[rows])
+
+    def step(self, slots: np.ndarray) -> None:
+        spec, model, buf = self.spec, self.model, self.buffers
+        rows = slots - self.lo
+        actions = buf.actions[slots]
+        qpos_before = self._qpos[rows]
+        nstep, step = spec.frame_skip, mujoco.mj_step
+        datas, ctrl, qpos_views, qvel_views = self.datas, self._ctrl, self._qpos_views, self._qvel_views
+        qpos_buf, qvel_buf = self._qpos, self._qvel
+        for j, k in enumerate(rows.tolist()):
+            ctrl[k][:] = actions[j]
+            step(model, datas[k], nstep=nstep)
+            qpos_buf[k] = qpos_views[k]
+            qvel_buf[k] = qvel_views[k]
+        qpos, qvel = qpos_buf[rows], qvel_buf[rows]
+        buf.rewards[slots] = compute_rewards(spec, qpos_before, qpos, qvel, actions, self.dt, self.init_qpos)
+        buf.terminated[slots] = compute_terminated(spec, qpos, qvel)
+        buf.truncated[slots] = False
+        buf.obs[slots] = compute_observations(spec, qpos, qvel)
+
+    def close(self) -> None:
+        pass
+
+
+class GymSlots:
+    """Slots of any task made by :func:`make_env` (one environment per slot, stepped in turn)."""
+
+    def __init__(self, spec: Any, slots: range, buffers: Any) -> None:
+        self.spec, self.buffers, self.lo = spec, buffers, slots.start
+        self.envs = [make_env(spec.id) for _ in slots]
+
+    def reset(self, slots: Sequence[int], seeds: Sequence[int]) -> None:
+        for slot, seed in zip(slots, seeds):
+            self.buffers.obs[slot] = self.envs[slot - self.lo].reset(seed=int(seed))[0]
+
+    def step(self, slots: np.ndarray) -> None:
+        buf = self.buffers
+        for slot in slots.tolist():
+            obs, reward, terminated, truncated, _ = self.envs[slot - self.lo].step(buf.actions[slot])
+            buf.obs[slot], buf.rewards[slot] = obs, reward
+            buf.terminated[slot], buf.truncated[slot] = terminated, truncated
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def make_slot_group(env_id: str, slots: range, buffers: Any) -> MujocoSlots | GymSlots:
+    """The slot group for ``env_id`` (vectorised MuJoCo for D4MORL tasks, else one env per slot)."""
+    spec = get_spec(env_id)
+    return MujocoSlots(spec, slots, buffers) if is_d4morl_task(env_id) else GymSlots(spec, slots, buffers)
 
 
 def _register_with_gymnasium() -> None:

@@ -25,6 +25,7 @@ metadata, the summary metrics, the regression coefficients and where the policy 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -36,7 +37,7 @@ import pyarrow.parquet as pq
 
 from morl import __version__
 from morl.data import META_KEY, atomic_write, file_sha256, fixed_size_list, load_dataset, read_meta
-from morl.envs import MOMujocoEnv, get_spec
+from morl.envs import get_spec, make_env
 from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
@@ -129,21 +130,22 @@ def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
 
 
 def rollout(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray, seeds: np.ndarray,
-            progress: Progress | None = None):  # fmt: skip
-    """Run one episode per row of ``preferences`` in lockstep; return (returns (B, n_obj), lengths (B,))."""
+            progress: Progress | None = None, workers: int = 1):  # fmt: skip
+    """Run one episode per row of ``preferences`` in lockstep (physics in ``workers`` processes);
+    return (returns (B, n_obj), lengths (B,))."""
     B = len(preferences)
-    env = BatchedEnv(env_id, B)
-    obs = env.reset(seeds)
-    agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32))
-    returns = np.zeros((B, get_spec(env_id).n_obj), np.float64)
-    while not env.done:
-        act = agent.act(obs)
-        obs, rew, _, _ = env.step(act)
-        returns += rew
-        agent.observe(act, rew)
-        if progress is not None:
-            progress.update(1)
-    return returns, env.lengths.copy()
+    with BatchedEnv(env_id, B, num_workers=workers) as env:
+        obs = env.reset(seeds)
+        agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32))
+        returns = np.zeros((B, env.n_obj), np.float64)
+        while not env.done:
+            act = agent.act(obs)
+            obs, rew, _, _ = env.step(act)
+            returns += rew
+            agent.observe(act, rew)
+            if progress is not None:
+                progress.update(1)
+        return returns, env.lengths
 
 
 def rollout_sequential(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray,
@@ -152,7 +154,7 @@ def rollout_sequential(env_id: str, agent: Agent, preferences: np.ndarray, targe
     the original D4MORL/PEDA evaluation loop (one ``MOMujocoEnv``, one policy call with batch
     size 1 per step, stop at ``terminated or truncated``). Same return value as :func:`rollout`."""
     spec = get_spec(env_id)
-    env = MOMujocoEnv(env_id)
+    env = make_env(env_id)
     preferences = np.asarray(preferences, np.float32)
     targets = np.asarray(targets, np.float32)
     B = len(preferences)
@@ -199,13 +201,16 @@ def evaluate_agent(
     coef: np.ndarray | None = None,
     progress: bool = True,
     desc: str = "evaluate",
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Roll ``agent`` out on the whole grid; return per-point arrays and the summary.
 
     Per point: preference, target (``g0``), return vector and length averaged over ``episodes``
-    episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).
+    episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).  ``workers``
+    processes step the physics; the result does not depend on their number.
     """
-    return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False)
+    return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False,
+                          workers=workers)
 
 
 def evaluate_sequential(
@@ -223,7 +228,7 @@ def evaluate_sequential(
     return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=True)
 
 
-def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential):
+def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential, workers=1):
     spec = get_spec(env_id)
     prefs = simplex_grid(spec.n_obj, divisions or default_divisions(spec.n_obj))
     targets = initial_targets(coef, prefs) if coef is not None else np.zeros_like(prefs)
@@ -235,7 +240,7 @@ def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, des
         run = rollout_sequential
     else:
         bar = Progress(episodes * spec.max_episode_steps, desc, unit="batch-step", enabled=progress)
-        run = rollout
+        run = functools.partial(rollout, workers=workers)
     for e in range(episodes):
         ret, lens = run(env_id, agent, prefs, targets, seeds[e], progress=bar)
         total_ret += ret
@@ -291,6 +296,7 @@ def evaluate_checkpoint(
     progress: bool = True,
     expect_env: str | None = None,
     summary_path: str | os.PathLike | None = None,
+    workers: int = 1,
 ) -> dict[str, float]:
     """Evaluate a trained model on the grid; the target regression is fit on ``dataset``
     (refused if ``expect_env`` is given and the dataset is for another env).
@@ -306,7 +312,7 @@ def evaluate_checkpoint(
     agent = load_agent(checkpoint)
     env_id = ds_meta["env_id"]
     result = evaluate_agent(env_id, agent, divisions, episodes, seed, coef=coef, progress=progress,
-                            desc=f"evaluate {Path(checkpoint).parent}")  # fmt: skip
+                            desc=f"evaluate {Path(checkpoint).parent}", workers=workers)  # fmt: skip
     meta = {
         "kind": "model",
         "env_id": env_id,
@@ -338,6 +344,7 @@ def evaluate_behavior(
     episodes: int = 1,
     seed: int = 0,
     progress: bool = True,
+    workers: int = 1,
 ) -> dict[str, dict[str, float]]:
     """The behavior front ("B") and two trivial baselines (zero and uniform-random actions) on the grid.
 
@@ -355,7 +362,7 @@ def evaluate_behavior(
     tables, summaries = [], {}
     for name, agent in agents.items():
         res = evaluate_agent(env_id, agent, divisions, episodes, seed, progress=progress,
-                             desc=f"evaluate {env_id} {name}")  # fmt: skip
+                             desc=f"evaluate {env_id} {name}", workers=workers)  # fmt: skip
         summaries[name] = res["summary"]
         tables.append(res)
     n = len(tables[0]["preferences"])

@@ -1,148 +1,254 @@
-"""Batched stepping of many copies of one D4MORL task (evaluation and data collection).
+"""Batched stepping of many copies of one task (evaluation and data collection).
 
-:class:`BatchedEnv` holds one compiled ``MjModel`` and ``B`` ``MjData`` (one per slot) and steps
-all running slots in lockstep with the same module-level functions as the single environment
-:class:`morl.envs.MOMujocoEnv` (reset noise, physics step, reward vector, termination,
-observation), so slot ``i`` reset with seed ``s`` and fed the same actions follows exactly the
-trajectory of ``MOMujocoEnv(env_id)`` reset with ``seed=s``.
+:class:`BatchedEnv` steps ``B`` slots in lockstep: one call to :meth:`BatchedEnv.step` takes a
+``(B, act_dim)`` array of actions and returns ``(B, obs_dim)`` observations, ``(B, n_obj)``
+reward vectors and ``(B,)`` done flags.
 
-Evaluation semantics: every slot runs one episode.  Once a slot has terminated or been
-truncated it stops; later calls to :meth:`BatchedEnv.step` leave it untouched (its observation
-stays the last one) and report reward 0, ``terminated=False`` and ``truncated=False`` for it.
+**Same trajectories as single environments.** For a D4MORL task the slots hold one ``MjData``
+each and use the same module-level functions as :class:`morl.envs.MOMujocoEnv` (reset noise,
+physics step, reward vector, termination, observation), so slot ``i`` reset with seed ``s`` and
+fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` reset with
+``seed=s``.  Other tasks (MO-Gymnasium ids) hold one gymnasium environment per slot.
 
-The physics of the running slots is advanced one slot after another; with ``num_threads > 1``
-the slots are split into contiguous chunks stepped by a thread pool (``mujoco.mj_step``
-releases the GIL, and each slot owns its ``MjData``), which changes the speed but not the
-results.
+**Episode ends.** :meth:`BatchedEnv.reset` takes one seed per slot and, optionally, an iterable
+``next_seeds``:
+
+* without ``next_seeds`` (evaluation) every slot runs one episode; once it has terminated or been
+  truncated it stops, and later steps leave it untouched (its observation stays the last one)
+  and report reward 0, ``terminated=False`` and ``truncated=False`` for it;
+* with ``next_seeds`` (collection) a slot whose episode ends starts the next episode at once,
+  seeded with the next value of ``next_seeds`` (slots that end in the same step take them in
+  slot order).  The step returns the first observation of the new episode in that row, and
+  :attr:`BatchedEnv.final_observations` holds the observation the finished episode ended in.
+  When ``next_seeds`` runs out, slots stop as in evaluation.  :attr:`BatchedEnv.episode_ids`
+  numbers episodes in the order they start (``0 .. B-1`` for the first ones).
+
+**Every core.** With ``num_workers > 1`` the slots are split into contiguous blocks, each owned
+by a worker process that steps its block; actions and results travel through shared memory, one
+message per worker and step.  Each slot's computation is the same wherever it runs, so the
+number of workers changes the speed, never the results.  (Threads were measured first: MuJoCo
+releases the GIL inside ``mj_step``, but the Python around it does not, and two threads reached
+1.2x one thread at B = 501 on HalfCheetah; ``docs/benchmarks.md``.)
 """
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import numbers
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+import traceback
+from multiprocessing import shared_memory
+from typing import Any, Iterable, Iterator, Sequence
 
-import mujoco
 import numpy as np
-from gymnasium.utils import seeding
 
-from morl.envs import (
-    EnvSpec,
-    clip_actions,
-    compute_observations,
-    compute_rewards,
-    compute_terminated,
-    control_timestep,
-    get_spec,
-    load_model,
-    reset_physics,
-    simulate,
-)
+from morl.envs import clip_actions, get_spec, make_slot_group
 
 __all__ = ["BatchedEnv"]
+
+
+def _check_positive_int(value: Any, what: str, env_id: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{env_id}: {what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+class _Buffers:
+    """The arrays slots read and write: in this process's memory, or in shared memory."""
+
+    FIELDS = ("actions", "obs", "rewards", "terminated", "truncated", "active")
+
+    def __init__(self, batch_size: int, obs_dim: int, act_dim: int, n_obj: int, shared: bool,
+                 names: dict[str, str] | None = None):  # fmt: skip
+        self.layout = {
+            "actions": ((batch_size, act_dim), np.float64),
+            "obs": ((batch_size, obs_dim), np.float32),
+            "rewards": ((batch_size, n_obj), np.float32),
+            "terminated": ((batch_size,), np.bool_),
+            "truncated": ((batch_size,), np.bool_),
+            "active": ((batch_size,), np.bool_),
+        }
+        self._shm: list[shared_memory.SharedMemory] = []
+        self.names: dict[str, str] = {}
+        for key, (shape, dtype) in self.layout.items():
+            nbytes = max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize)
+            if not shared:
+                arr = np.zeros(shape, dtype)
+            else:
+                if names is None:
+                    shm = shared_memory.SharedMemory(create=True, size=nbytes)
+                else:
+                    shm = shared_memory.SharedMemory(name=names[key])
+                self._shm.append(shm)
+                self.names[key] = shm.name
+                arr = np.ndarray(shape, dtype, buffer=shm.buf)
+                if names is None:
+                    arr[...] = 0
+            setattr(self, key, arr)
+
+    def spec(self) -> dict[str, Any]:
+        """What a worker needs to attach to the same shared arrays."""
+        return {"names": dict(self.names)}
+
+    def close(self, unlink: bool) -> None:
+        for key in self.layout:
+            setattr(self, key, None)
+        for shm in self._shm:
+            shm.close()
+            if unlink:
+                shm.unlink()
+        self._shm = []
+
+
+def _worker_main(env_id: str, slots: tuple[int, int], sizes: tuple[int, int, int, int],
+                 names: dict[str, str], conn) -> None:  # fmt: skip
+    """A worker process: owns slots ``range(*slots)``; answers reset/step/close messages."""
+    buffers = None
+    try:
+        buffers = _Buffers(*sizes, shared=True, names=names)
+        group = make_slot_group(env_id, range(*slots), buffers)
+        conn.send(("ok", None))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises
+        conn.send(("error", traceback.format_exc()))
+        return
+    lo, hi = slots
+    try:
+        while True:
+            msg = conn.recv()
+            kind = msg[0]
+            if kind == "close":
+                break
+            try:
+                if kind == "step":
+                    active = np.flatnonzero(buffers.active[lo:hi]) + lo
+                    if active.size:
+                        group.step(active)
+                elif kind == "reset":
+                    group.reset(msg[1], msg[2])
+                conn.send(("ok", None))
+            except BaseException:  # noqa: BLE001
+                conn.send(("error", traceback.format_exc()))
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        group.close()
+        buffers.close(unlink=False)
 
 
 class BatchedEnv:
     """``batch_size`` copies of the task ``env_id`` stepped together.
 
     Args:
-        env_id: a key of :data:`morl.envs.ENV_SPECS`.
+        env_id: a D4MORL id (:data:`morl.envs.ENV_SPECS`) or an MO-Gymnasium id.
         batch_size: number of slots B (>= 1).
-        num_threads: threads used to advance the physics (1 = plain loop in the caller's thread).
+        num_workers: processes that step the slots (1 = all in the caller's process).  More
+            workers than slots are not started.
 
     Attributes:
-        spec: the task's :class:`~morl.envs.EnvSpec`.
-        model: the shared ``MjModel``; ``datas`` the per-slot ``MjData``.
-        dt: duration of one environment step.
-        obs_dim, act_dim, n_obj: sizes; ``action_low``/``action_high`` (act_dim,) float32 bounds.
+        spec: the task's spec (sizes, bounds, episode cap).
+        obs_dim, act_dim, n_obj: sizes.
     """
 
-    def __init__(self, env_id: str, batch_size: int, *, num_threads: int = 1) -> None:
-        self.spec: EnvSpec = get_spec(env_id)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"{env_id}: batch_size must be a positive integer, got {batch_size!r}")
-        if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
-            raise ValueError(f"{env_id}: num_threads must be a positive integer, got {num_threads!r}")
+    def __init__(self, env_id: str, batch_size: int, *, num_workers: int = 1) -> None:
+        self.spec = get_spec(env_id)
+        self.batch_size = _check_positive_int(batch_size, "batch_size", env_id)
+        num_workers = _check_positive_int(num_workers, "num_workers", env_id)
+        self.num_workers = min(num_workers, self.batch_size)
         spec = self.spec
-        self.batch_size = int(batch_size)
-        self.num_threads = int(num_threads)
-        self.model = load_model(spec)
-        self.dt = control_timestep(spec, self.model)
-        self.init_qpos = self.model.qpos0.copy()
-        self.obs_dim = spec.obs_dim
-        self.act_dim = spec.act_dim
-        self.n_obj = spec.n_obj
-        self.action_low = np.asarray(spec.act_low, dtype=np.float32)
-        self.action_high = np.asarray(spec.act_high, dtype=np.float32)
-
+        self.obs_dim, self.act_dim, self.n_obj = spec.obs_dim, spec.act_dim, spec.n_obj
         B = self.batch_size
-        self.datas = [mujoco.MjData(self.model) for _ in range(B)]
-        # Views into each MjData, created once (attribute access builds a new view each time).
-        self._qpos_views = [d.qpos for d in self.datas]
-        self._qvel_views = [d.qvel for d in self.datas]
-        # Copies of the state of every slot after its latest reset/step, shape (B, nq) / (B, nv).
-        self._qpos = np.zeros((B, self.model.nq))
-        self._qvel = np.zeros((B, self.model.nv))
-        self._obs = np.zeros((B, spec.obs_dim), dtype=np.float32)
-        self._active = np.zeros(B, dtype=bool)
+        sizes = (B, spec.obs_dim, spec.act_dim, spec.n_obj)
+        self._buf = _Buffers(*sizes, shared=self.num_workers > 1)
         self._lengths = np.zeros(B, dtype=np.int64)
         self._returns = np.zeros((B, spec.n_obj), dtype=np.float64)
+        self._final_obs = np.zeros((B, spec.obs_dim), dtype=np.float32)
+        self._episode_ids = np.full(B, -1, dtype=np.int64)
+        self._next_episode = 0
+        self._next_seeds: Iterator[int] | None = None
         self._was_reset = False
-        self._pool = ThreadPoolExecutor(self.num_threads) if self.num_threads > 1 else None
+        self._closed = False
+        self._group = None
+        self._workers: list[tuple[Any, Any, range]] = []
+        if self.num_workers == 1:
+            self._group = make_slot_group(env_id, range(B), self._buf)
+        else:
+            self._start_workers(env_id, sizes)
+
+    def _start_workers(self, env_id: str, sizes: tuple[int, int, int, int]) -> None:
+        # "spawn": the children import only numpy, mujoco and morl.envs, whatever threads
+        # (torch's, say) the parent runs.
+        ctx = mp.get_context("spawn")
+        bounds = np.linspace(0, self.batch_size, self.num_workers + 1).astype(int)
+        try:
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker_main, args=(env_id, (int(lo), int(hi)), sizes,
+                                                              self._buf.names, child), daemon=True)  # fmt: skip
+                proc.start()
+                child.close()
+                self._workers.append((proc, parent, range(int(lo), int(hi))))
+            self._gather(range(len(self._workers)))
+        except BaseException:
+            self.close()
+            raise
 
     # ---------------------------------------------------------------- state of the episodes
 
     @property
     def active(self) -> np.ndarray:
         """(B,) bool: slots whose episode is still running."""
-        return self._active.copy()
+        return self._buf.active.copy()
 
     @property
     def lengths(self) -> np.ndarray:
-        """(B,) int64: steps taken by each slot in its episode."""
+        """(B,) int64: steps taken by each slot in its current (or last) episode."""
         return self._lengths.copy()
 
     @property
     def done(self) -> bool:
         """True when no slot is running (also before the first reset)."""
-        return not self._active.any()
+        return not self._buf.active.any()
 
     @property
     def returns(self) -> np.ndarray:
-        """(B, n_obj) float64: sum of each slot's (float32) reward vectors in this episode."""
+        """(B, n_obj) float64: sum of each slot's (float32) reward vectors in its current episode."""
         return self._returns.copy()
 
     @property
     def observations(self) -> np.ndarray:
         """(B, obs_dim) float32: each slot's latest observation."""
-        return self._obs.copy()
+        return self._buf.obs.copy()
+
+    @property
+    def final_observations(self) -> np.ndarray:
+        """(B, obs_dim) float32: the observation each slot reached by its latest step, before any
+        automatic reset (equal to :attr:`observations` where no episode ended)."""
+        return self._final_obs.copy()
+
+    @property
+    def episode_ids(self) -> np.ndarray:
+        """(B,) int64: the episode each slot runs (numbered in the order episodes start)."""
+        return self._episode_ids.copy()
 
     # ---------------------------------------------------------------------------- stepping
 
-    def reset(self, seeds: Sequence[int]) -> np.ndarray:
+    def reset(self, seeds: Sequence[int], *, next_seeds: Iterable[int] | None = None) -> np.ndarray:
         """Start one episode in every slot; slot i is seeded with ``seeds[i]`` exactly like
-        ``MOMujocoEnv(env_id).reset(seed=seeds[i])``.  Returns observations (B, obs_dim) float32."""
-        seeds = list(seeds)
+        ``MOMujocoEnv(env_id).reset(seed=seeds[i])``.  With ``next_seeds``, slots whose episode
+        ends restart at once with the next of these seeds.  Returns observations (B, obs_dim)."""
+        self._check_open()
+        seeds = [self._check_seed(s, i) for i, s in enumerate(seeds)]
         if len(seeds) != self.batch_size:
             raise ValueError(
                 f"{self.spec.id}: reset needs {self.batch_size} seeds (one per slot), got {len(seeds)}"
             )
-        for i, seed in enumerate(seeds):
-            if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-                raise ValueError(
-                    f"{self.spec.id}: seeds must be non-negative integers, got {seed!r} at slot {i}"
-                )
-        for i, seed in enumerate(seeds):
-            rng, _ = seeding.np_random(int(seed))
-            reset_physics(self.spec, self.model, self.datas[i], rng)
-            self._qpos[i] = self._qpos_views[i]
-            self._qvel[i] = self._qvel_views[i]
-        self._obs = compute_observations(self.spec, self._qpos, self._qvel)
-        self._active[:] = True
-        self._lengths[:] = 0
-        self._returns[:] = 0.0
+        self._reset_slots(np.arange(self.batch_size), seeds)
+        self._buf.active[:] = True
+        self._final_obs[:] = self._buf.obs
+        self._episode_ids[:] = np.arange(self.batch_size)
+        self._next_episode = self.batch_size
+        self._next_seeds = iter(next_seeds) if next_seeds is not None else None
         self._was_reset = True
-        return self._obs.copy()
+        return self._buf.obs.copy()
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Advance every running slot by one environment step.
@@ -153,9 +259,11 @@ class BatchedEnv:
         Returns:
             ``(obs (B, obs_dim) float32, rewards (B, n_obj) float32, terminated (B,) bool,
             truncated (B,) bool)``; finished slots report their last observation, reward 0 and
-            False/False.
+            False/False.  Where an episode ended and the slot restarted, ``obs`` holds the new
+            episode's first observation (see :attr:`final_observations`).
         """
-        spec = self.spec
+        spec, buf = self.spec, self._buf
+        self._check_open()
         if not self._was_reset:
             raise RuntimeError(f"{spec.id}: call reset(seeds) before step()")
         actions = np.asarray(actions)
@@ -164,63 +272,105 @@ class BatchedEnv:
                 f"{spec.id}: actions must have shape ({self.batch_size}, {spec.act_dim}), "
                 f"got {actions.shape}"
             )
-        rewards = np.zeros((self.batch_size, spec.n_obj), dtype=np.float32)
-        terminated = np.zeros(self.batch_size, dtype=bool)
-        truncated = np.zeros(self.batch_size, dtype=bool)
-        idx = np.flatnonzero(self._active)
+        idx = np.flatnonzero(buf.active)
+        buf.rewards[:] = 0.0
+        buf.terminated[:] = False
+        buf.truncated[:] = False
         if idx.size == 0:
-            return self._obs.copy(), rewards, terminated, truncated
-
-        clipped = clip_actions(spec, actions[idx])
-        qpos_before = self._qpos[idx]
-        self._advance(idx.tolist(), clipped)
-        qpos = self._qpos[idx]
-        qvel = self._qvel[idx]
-
-        step_rewards = compute_rewards(spec, qpos_before, qpos, qvel, clipped, self.dt, self.init_qpos)
-        step_terminated = compute_terminated(spec, qpos, qvel)
-        self._obs[idx] = compute_observations(spec, qpos, qvel)
+            return buf.obs.copy(), buf.rewards.copy(), buf.terminated.copy(), buf.truncated.copy()
+        buf.actions[idx] = clip_actions(spec, actions[idx])
+        if self._group is not None:
+            self._group.step(idx)
+        else:
+            for w, (_, conn, _) in enumerate(self._workers):
+                conn.send(("step",))
+            self._gather(range(len(self._workers)))
         self._lengths[idx] += 1
-        step_truncated = self._lengths[idx] >= spec.max_episode_steps
+        buf.truncated[idx] |= self._lengths[idx] >= spec.max_episode_steps
+        self._returns[idx] += buf.rewards[idx]
+        ended = idx[buf.terminated[idx] | buf.truncated[idx]]
+        self._final_obs[idx] = buf.obs[idx]
+        obs, rewards = buf.obs.copy(), buf.rewards.copy()
+        terminated, truncated = buf.terminated.copy(), buf.truncated.copy()
+        if ended.size:
+            self._restart_or_stop(ended)
+            obs[ended] = buf.obs[ended]
+        return obs, rewards, terminated, truncated
 
-        rewards[idx] = step_rewards
-        terminated[idx] = step_terminated
-        truncated[idx] = step_truncated
-        self._returns[idx] += step_rewards
-        self._active[idx] = ~(step_terminated | step_truncated)
-        return self._obs.copy(), rewards, terminated, truncated
+    def _restart_or_stop(self, ended: np.ndarray) -> None:
+        restart, seeds = [], []
+        for slot in ended:
+            seed = next(self._next_seeds, None) if self._next_seeds is not None else None
+            if seed is None:
+                self._buf.active[slot] = False
+                self._episode_ids[slot] = -1
+                continue
+            restart.append(int(slot))
+            seeds.append(self._check_seed(seed, int(slot)))
+        if restart:
+            slots = np.asarray(restart)
+            self._reset_slots(slots, seeds)
+            self._episode_ids[slots] = self._next_episode + np.arange(len(slots))
+            self._next_episode += len(slots)
 
-    def _advance_slots(self, slots: list[int], actions: np.ndarray, rows: range) -> None:
-        """Physics step of ``slots[k]`` with ``actions[k]`` for k in ``rows``; copies the new state."""
-        spec, model = self.spec, self.model
-        datas, qpos_views, qvel_views = self.datas, self._qpos_views, self._qvel_views
-        qpos_buf, qvel_buf = self._qpos, self._qvel
-        for k in rows:
-            i = slots[k]
-            simulate(spec, model, datas[i], actions[k])
-            qpos_buf[i] = qpos_views[i]
-            qvel_buf[i] = qvel_views[i]
-
-    def _advance(self, slots: list[int], actions: np.ndarray) -> None:
-        n = len(slots)
-        if self._pool is None or n < 2 * self.num_threads:
-            self._advance_slots(slots, actions, range(n))
+    def _reset_slots(self, slots: np.ndarray, seeds: list[int]) -> None:
+        self._lengths[slots] = 0
+        self._returns[slots] = 0.0
+        if self._group is not None:
+            self._group.reset(slots, seeds)
             return
-        bounds = np.linspace(0, n, self.num_threads + 1).astype(int)
-        futures = [
-            self._pool.submit(self._advance_slots, slots, actions, range(lo, hi))
-            for lo, hi in zip(bounds[:-1], bounds[1:])
-        ]
-        for future in futures:
-            future.result()
+        busy = []
+        for w, (_, conn, owned) in enumerate(self._workers):
+            mine = [k for k, s in enumerate(slots) if owned.start <= s < owned.stop]
+            if mine:
+                conn.send(("reset", slots[mine], [seeds[k] for k in mine]))
+                busy.append(w)
+        self._gather(busy)
+
+    def _gather(self, workers: Iterable[int]) -> None:
+        errors = []
+        for w in workers:
+            proc, conn, owned = self._workers[w]
+            try:
+                status, detail = conn.recv()
+            except EOFError:
+                status, detail = "error", f"worker process exited with code {proc.exitcode}"
+            if status != "ok":
+                errors.append(f"worker for slots {owned.start}..{owned.stop - 1}: {detail}")
+        if errors:
+            raise RuntimeError(f"{self.spec.id}: " + "\n".join(errors))
+
+    def _check_seed(self, seed: Any, slot: int) -> int:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"{self.spec.id}: seeds must be non-negative integers, got {seed!r} at slot {slot}")
+        return int(seed)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self.spec.id}: this BatchedEnv is closed")
 
     # ------------------------------------------------------------------------------ cleanup
 
     def close(self) -> None:
-        """Stop the thread pool (if any).  Safe to call more than once."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Stop the workers (if any) and free shared memory.  Safe to call more than once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._group is not None:
+            self._group.close()
+        for proc, conn, _ in self._workers:
+            try:
+                conn.send(("close",))
+            except (BrokenPipeError, OSError):
+                pass
+        for proc, conn, _ in self._workers:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+            conn.close()
+        self._workers = []
+        self._buf.close(unlink=self.num_workers > 1)
 
     def __enter__(self) -> "BatchedEnv":
         return self
@@ -228,5 +378,11 @@ class BatchedEnv:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
     def __repr__(self) -> str:
-        return f"BatchedEnv({self.spec.id!r}, batch_size={self.batch_size}, num_threads={self.num_threads})"
+        return f"BatchedEnv({self.spec.id!r}, batch_size={self.batch_size}, num_workers={self.num_workers})"

@@ -497,9 +497,9 @@ def _single_rollouts(env_id, seeds, actions):
     return results
 
 
-def _check_batched_matches_single(env_id, seeds, actions, num_threads=1):
+def _check_batched_matches_single(env_id, seeds, actions, num_workers=1):
     singles = _single_rollouts(env_id, seeds, actions)
-    with BatchedEnv(env_id, len(seeds), num_threads=num_threads) as benv:
+    with BatchedEnv(env_id, len(seeds), num_workers=num_workers) as benv:
         obs = benv.reset(seeds)
         for slot, (s_obs, *_rest) in enumerate(singles):
             np.testing.assert_array_equal(obs[slot], s_obs[0])
@@ -553,29 +553,30 @@ def test_batched_matches_single_envs_until_truncation(env_id, action_scale):
 
 
 @pytest.mark.parametrize("env_id", ["MO-HalfCheetah-v2", "MO-Ant-v2"])
-def test_batched_threads_give_identical_results(env_id):
+def test_batched_worker_processes_give_identical_results(env_id):
     seeds = list(range(6))
     act_dim = get_spec(env_id).act_dim
     actions = np.random.default_rng(3).uniform(-1.5, 1.5, size=(30, len(seeds), act_dim))
-    _check_batched_matches_single(env_id, seeds, actions, num_threads=2)
+    _check_batched_matches_single(env_id, seeds, actions, num_workers=2)
 
 
 def test_batched_finished_env_keeps_reporting_nothing():
     with BatchedEnv("MO-Hopper-v3", 2) as benv:
         benv.reset([0, 1])
         # Knock slot 1 over: its next step terminates, slot 0 keeps running.
-        benv.datas[1].qpos[2] = np.deg2rad(120.0)
-        benv._qpos[1] = benv.datas[1].qpos
+        slots = benv._group
+        slots.datas[1].qpos[2] = np.deg2rad(120.0)
+        slots._qpos[1] = slots.datas[1].qpos
         _, rewards, terminated, _ = benv.step(np.zeros((2, 3)))
         assert terminated.tolist() == [False, True]
         assert benv.active.tolist() == [True, False] and not benv.done
-        frozen_qpos = benv.datas[1].qpos.copy()
+        frozen_qpos = slots.datas[1].qpos.copy()
         actions = np.zeros((2, 3))
         actions[1] = np.nan  # rows of finished slots are ignored
         _, rewards, terminated, truncated = benv.step(actions)
         assert not rewards[1].any() and not terminated[1] and not truncated[1]
         assert rewards[0].any()
-        np.testing.assert_array_equal(benv.datas[1].qpos, frozen_qpos)
+        np.testing.assert_array_equal(slots.datas[1].qpos, frozen_qpos)
         np.testing.assert_array_equal(benv.lengths, [2, 1])
 
 

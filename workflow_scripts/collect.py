@@ -6,4 +6,4 @@ sm = snakemake  # noqa: F821 (injected by Snakemake)
 s = sm.params.settings
 with log_to(sm.log[0]):
     collect_dataset(sm.input.policy, sm.wildcards.quality, sm.wildcards.entropy, s["n_trajectories"],
-                    sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"])
+                    sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"], workers=sm.threads)

@@ -6,7 +6,10 @@ from morl.progress import log_to
 
 sm = snakemake  # noqa: F821 (injected by Snakemake)
 s = sm.params.settings
-torch.set_num_threads(sm.threads)
+# Physics in `threads` worker processes; one torch thread (float32 results depend on the torch thread
+# count, not on the number of workers).
+torch.set_num_threads(1)
 with log_to(sm.log[0]):
     evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
-                        s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary)
+                        s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary,
+                        workers=sm.threads)
