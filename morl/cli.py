@@ -15,12 +15,19 @@ def _config_section(args, section: str) -> dict:
 
 
 def cmd_envs(args) -> int:
-    from morl.envs import ENV_SPECS
+    from morl.envs import ENV_SPECS, MO_GYMNASIUM_INSTALL, get_spec, mo_gymnasium_ids
 
-    print(f"{'id':<22} {'objectives':<22} {'obs':>4} {'act':>4} {'steps':>6}")
-    for env_id, spec in sorted(ENV_SPECS.items()):
+    print(f"{'id':<22} {'objectives':<34} {'obs':>4} {'act':>4} {'steps':>6}")
+    external = mo_gymnasium_ids()
+    for env_id in sorted(ENV_SPECS) + external:
+        try:
+            spec = get_spec(env_id)
+        except ValueError:  # an MO-Gymnasium task that is not continuous control
+            continue
         objs = f"{spec.n_obj} ({', '.join(spec.objectives)})"
-        print(f"{env_id:<22} {objs:<22} {spec.obs_dim:>4} {len(spec.act_low):>4} {spec.max_episode_steps:>6}")
+        print(f"{env_id:<22} {objs:<34} {spec.obs_dim:>4} {spec.act_dim:>4} {spec.max_episode_steps:>6}")
+    if not external:
+        print(f"\nMO-Gymnasium tasks (mo-halfcheetah-v5, ...) need the optional extra: {MO_GYMNASIUM_INSTALL}")
     return 0
 
 

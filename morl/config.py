@@ -61,6 +61,26 @@ def _describe(error: jsonschema.ValidationError) -> str:
     return f"{where}: {error.message}"
 
 
+def check_env(env_id: str, where: str, source: str | os.PathLike) -> None:
+    """Raise :class:`ConfigError` unless ``env_id`` is a D4MORL task or an installed MO-Gymnasium task."""
+    from morl.envs import ENV_SPECS, MO_GYMNASIUM_INSTALL, MissingExtraError, get_spec  # late: needs mujoco
+
+    try:
+        get_spec(env_id)
+    except MissingExtraError:
+        raise ConfigError(
+            f"{source}: {where}: {env_id!r} is an MO-Gymnasium task, and MO-Gymnasium is not installed; "
+            f"install the optional extra: {MO_GYMNASIUM_INSTALL}"
+        ) from None
+    except ValueError as exc:
+        if env_id not in ENV_SPECS and not str(exc).startswith("unknown"):
+            raise ConfigError(f"{source}: {where}: {exc}") from None  # e.g. a discrete-action MO-Gymnasium task
+        raise ConfigError(
+            f"{source}: {where}: unknown environment {env_id!r}; known: {', '.join(sorted(ENV_SPECS))}, "
+            f"or an MO-Gymnasium id (e.g. mo-halfcheetah-v5) with the mo-gymnasium extra installed"
+        ) from None
+
+
 def validate_config(config: dict[str, Any], source: str | os.PathLike = "config") -> dict[str, Any]:
     """Check ``config`` against the schema and the environment registry; return it unchanged.
 
@@ -74,25 +94,18 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         lines = [_describe(e) for e in errors[:10]]
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines))
 
-    from morl.envs import ENV_SPECS  # late import: keeps schema checks usable without mujoco
-
     for i, env_id in enumerate(config["envs"]):
-        if env_id not in ENV_SPECS:
-            raise ConfigError(
-                f"{source}: envs[{i}]: unknown environment {env_id!r}; known: {', '.join(sorted(ENV_SPECS))}"
-            )
+        check_env(env_id, f"envs[{i}]", source)
     seen = set()
     for i, imp in enumerate(config.get("imported_datasets", [])):
         cell = (imp["env"], imp["quality"], imp["entropy"])
-        if imp["env"] not in ENV_SPECS:
-            raise ConfigError(f"{source}: imported_datasets[{i}].env: unknown environment {imp['env']!r}")
+        check_env(imp["env"], f"imported_datasets[{i}].env", source)
         if cell in seen:
             raise ConfigError(f"{source}: imported_datasets[{i}]: a second file for {'/'.join(cell)}")
         seen.add(cell)
     for i, ov in enumerate(config["train"]["overrides"]):
         for env_id in ov.get("envs", []):
-            if env_id not in ENV_SPECS:
-                raise ConfigError(f"{source}: train.overrides[{i}].envs: unknown environment {env_id!r}")
+            check_env(env_id, f"train.overrides[{i}].envs", source)
     return config
 
 

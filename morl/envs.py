@@ -91,6 +91,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -542,7 +543,9 @@ def _external_spec(env_id: str) -> ExternalEnvSpec:
     mo_gym = _import_mo_gymnasium()
     if env_id not in gymnasium.registry:
         raise ValueError(f"unknown MO-Gymnasium id {env_id!r}; available: {', '.join(mo_gymnasium_ids())}")
-    env = mo_gym.make(env_id)
+    with warnings.catch_warnings():  # deprecation notices for the v4 tasks, float64 Box bounds
+        warnings.simplefilter("ignore")
+        env = mo_gym.make(env_id)
     try:
         act, obs = env.action_space, env.observation_space
         reward_space = getattr(env.unwrapped, "reward_space", None)
@@ -808,7 +811,9 @@ class MOGymnasiumTask(gymnasium.Wrapper):
     def __init__(self, env_id: str) -> None:
         mo_gym = _import_mo_gymnasium()
         self.spec_morl = get_spec(env_id)
-        super().__init__(mo_gym.make(env_id))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            super().__init__(mo_gym.make(env_id))
         self.reward_space = self.env.unwrapped.reward_space
         self._low = np.asarray(self.spec_morl.act_low)
         self._high = np.asarray(self.spec_morl.act_high)

@@ -1,0 +1,83 @@
+"""MO-Gymnasium ids as `env`: clear errors without the extra, the same batched semantics with it."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from morl import envs as morl_envs
+from morl.config import ConfigError, validate_config
+from morl.envs import MissingExtraError, get_spec, make_env
+from morl.vector import BatchedEnv
+
+
+def test_config_names_the_extra_to_install_when_mo_gymnasium_is_missing(config, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mo_gymnasium", None)  # what `import mo_gymnasium` sees without it
+    morl_envs._external_spec.cache_clear()
+    config["envs"] = ["MO-HalfCheetah-v2", "mo-halfcheetah-v5"]
+    with pytest.raises(ConfigError, match=r"cfg.yaml: envs\[1\]: 'mo-halfcheetah-v5' is an MO-Gymnasium task.*"
+                                          r"pip install 'morl\[mo-gymnasium\]'"):
+        validate_config(config, "cfg.yaml")
+    with pytest.raises(MissingExtraError, match=r"install it with: pip install 'morl\[mo-gymnasium\]'"):
+        get_spec("mo-hopper-v5")
+    morl_envs._external_spec.cache_clear()
+
+
+mo_gymnasium = pytest.importorskip("mo_gymnasium", reason="the mo-gymnasium extra is not installed")
+
+
+def test_spec_of_an_mo_gymnasium_task_and_config_acceptance(config):
+    spec = get_spec("mo-hopper-v5")
+    assert (spec.obs_dim, spec.act_dim, spec.n_obj, spec.max_episode_steps) == (11, 3, 3, 1000)
+    assert spec.act_low == (-1.0,) * 3 and len(spec.objectives) == 3
+    config["envs"] = ["mo-halfcheetah-v5"]
+    validate_config(config, "cfg.yaml")
+    config["envs"] = ["mo-mountaincar-v0"]  # discrete actions: our agents emit continuous ones
+    with pytest.raises(ConfigError, match=r"envs\[0\]: mo-mountaincar-v0: only continuous"):
+        validate_config(config, "cfg.yaml")
+    config["envs"] = ["mo-nonsense-v1"]
+    with pytest.raises(ConfigError, match="unknown environment 'mo-nonsense-v1'"):
+        validate_config(config, "cfg.yaml")
+
+
+def test_env_follows_morl_conventions():
+    env = make_env("mo-halfcheetah-v5")
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.float32 and obs.shape == (17,)
+    _, reward, term, trunc, info = env.step(np.full(6, 5.0))  # clipped to the bounds
+    assert reward.dtype == np.float32 and reward.shape == (2,)
+    np.testing.assert_array_equal(info["obj"], reward)
+    # MO-Gymnasium's energy objective is -sum(a^2): -6 for the clipped action (-150 unclipped)
+    assert reward[1] == pytest.approx(-6.0, rel=1e-5)
+
+
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_batched_mo_gymnasium_task_matches_single_envs(num_workers):
+    env_id, B = "mo-hopper-v5", 3
+    seeds = [1, 2, 3, 4, 5]
+    table = np.random.default_rng(0).uniform(-1, 1, size=(len(seeds), 1000, 3))
+    per_episode = {}
+    with BatchedEnv(env_id, B, num_workers=num_workers) as benv:
+        obs = benv.reset(seeds[:B], next_seeds=seeds[B:])
+        while not benv.done:
+            ids, t, active = benv.episode_ids, benv.lengths, benv.active
+            actions = np.zeros((B, 3))
+            actions[active] = table[ids[active], t[active]]
+            nxt, rew, term, trunc = benv.step(actions)
+            final = benv.final_observations
+            for slot in np.flatnonzero(active):
+                per_episode.setdefault(int(ids[slot]), []).append((obs[slot], rew[slot], final[slot], term[slot]))
+            obs = nxt
+    assert sorted(per_episode) == list(range(len(seeds)))
+    for k, seed in enumerate(seeds):
+        env = make_env(env_id)
+        o, _ = env.reset(seed=seed)
+        steps = per_episode[k]
+        for t, (bo, br, bn, bterm) in enumerate(steps):
+            n, r, te, tr, _ = env.step(table[k, t])
+            np.testing.assert_array_equal(bo, o)
+            np.testing.assert_array_equal(br, r)
+            np.testing.assert_array_equal(bn, n)
+            assert bterm == te
+            o = n
+        assert te or tr  # the batched episode ended where the single one did
