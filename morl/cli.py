@@ -69,6 +69,17 @@ def cmd_collect(args) -> int:
     return 0
 
 
+def cmd_dataset_info(args) -> int:
+    from morl.dataset_info import dataset_info, format_card
+
+    info = dataset_info(args.file, front=args.front)
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(format_card(info), end="")
+    return 0
+
+
 def cmd_train(args) -> int:
     from morl.config import load_config, train_settings
     from morl.data import read_meta
@@ -145,6 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--n-trajectories", type=int, default=None, help="override the config's count")
     sp.add_argument("--seed", type=int, default=None, help="override the config's seed")
     sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
+
+    sp = add("dataset-info", cmd_dataset_info, "describe a dataset file: sizes, returns, preference spread, HV")
+    sp.add_argument("file", help="a dataset Parquet file")
+    sp.add_argument("--front", default=None, help="a behavior front file whose HV (B) to show; default: the "
+                    "front.parquet beside the behavior checkpoint named in the dataset, if it exists")  # fmt: skip
+    sp.add_argument("--json", action="store_true", help="print the numbers as JSON")
 
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
     sp.add_argument("--dataset", required=True)

@@ -276,29 +276,76 @@ def _why_unreadable(path: Path) -> str:
     return "the Parquet footer is corrupt"
 
 
-def _column(table: pa.Table, name: str, expected: str, ok, path) -> pa.Array:
-    """Column ``name`` as one Arrow array, checked for its type (``ok(type)``) and for nulls."""
-    col = table.column(name).combine_chunks()
-    if not ok(col.type):
-        raise DataFileError(path, f"column {name!r} has type {col.type}; expected {expected}")
-    if col.null_count:
-        raise DataFileError(path, f"column {name!r} has {col.null_count} null value(s)")
-    return col
-
-
-def _vector_column(table: pa.Table, name: str, width: int, path) -> np.ndarray:
+def _is_vector(width: int):
     def ok(t):
         return pa.types.is_fixed_size_list(t) and t.list_size == width and pa.types.is_floating(t.value_type)
 
-    col = _column(table, name, f"fixed_size_list<float>[{width}]", ok, path)
-    values = col.flatten()
-    if values.null_count:
-        raise DataFileError(path, f"column {name!r} has {values.null_count} null value(s) inside its vectors")
-    return np.ascontiguousarray(values.to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, width)
+    return ok
 
 
-def _scalar_column(table: pa.Table, name: str, expected: str, ok, path) -> np.ndarray:
-    return _column(table, name, expected, ok, path).to_numpy(zero_copy_only=False)
+# column -> (what the type must be, check of the Arrow type); vector widths come from the metadata
+_SCALAR_TYPES = {
+    "traj_id": ("an integer type", pa.types.is_integer, np.int64),
+    "step": ("an integer type", pa.types.is_integer, np.int64),
+    "terminal": ("bool", pa.types.is_boolean, np.bool_),
+    "timeout": ("bool", pa.types.is_boolean, np.bool_),
+}
+
+
+#: Rows decoded at a time by load_dataset (bounds Arrow's share of the peak memory).
+_READ_BATCH_ROWS = 65536
+
+
+def _read_columns(pf: pq.ParquetFile, out: dict[str, np.ndarray], path) -> None:
+    """Copy the columns named by ``out`` into its preallocated arrays, a batch of rows at a time.
+
+    Arrow holds only one batch (``_READ_BATCH_ROWS`` rows) at any moment, so loading needs little
+    more memory than the final arrays (``benchmarks/data_format.py`` measures it; reading the
+    whole table first and converting it needed 2-3x). Vector columns land in ``(rows, width)``
+    arrays, scalar columns in ``(rows,)`` arrays.
+    """
+    names = list(out)
+    n_rows = pf.metadata.num_rows
+    nulls = dict.fromkeys(names, 0)
+    inner_nulls = dict.fromkeys(names, 0)
+    batches = pf.iter_batches(batch_size=_READ_BATCH_ROWS, columns=names)
+    start = 0
+    while True:
+        try:
+            batch = next(batches, None)
+        except Exception as exc:  # pyarrow raises several types for damaged pages
+            raise DataFileError(path, f"could not read Parquet data; the file is corrupt ({exc})") from exc
+        if batch is None:
+            break
+        n = batch.num_rows
+        if start + n > n_rows:
+            raise DataFileError(path, f"could not read Parquet data; the file is corrupt (it has more than "
+                                f"the {n_rows} rows its footer says)")  # fmt: skip
+        for name in names:
+            col, dest = batch.column(name), out[name]
+            if col.null_count:
+                nulls[name] += col.null_count
+            elif dest.ndim == 1:
+                dest[start : start + n] = col.to_numpy(zero_copy_only=False)
+            else:
+                values = col.flatten()
+                if values.null_count:
+                    inner_nulls[name] += values.null_count
+                    continue
+                block = dest[start : start + n]
+                block[...] = values.to_numpy(zero_copy_only=False).reshape(block.shape)
+                if not np.isfinite(block).all():
+                    raise DataFileError(path, f"column {name!r} contains NaN or infinite values")
+        start += n
+        del batch
+    for name in names:
+        if nulls[name]:
+            raise DataFileError(path, f"column {name!r} has {nulls[name]} null value(s)")
+        if inner_nulls[name]:
+            raise DataFileError(path, f"column {name!r} has {inner_nulls[name]} null value(s) inside its vectors")
+    if start != n_rows:  # a damaged page header can make pages look shorter than they are
+        raise DataFileError(path, f"could not read Parquet data; the file is corrupt (it has {start} rows; "
+                            f"its footer says {n_rows})")  # fmt: skip
 
 
 def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Dataset:
@@ -306,6 +353,9 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
 
     ``expect_env``: the env id the caller needs (e.g. the workflow's ``{env}``); a file made for
     another environment is refused. Every problem raises :class:`DataFileError` naming the file.
+
+    Columns are decoded a batch of rows at a time straight into preallocated arrays, so the peak
+    memory stays close to the size of the result (no second, Arrow-side copy of the whole table).
     """
     meta = read_meta(path)
     if expect_env is not None and meta.get("env_id") != expect_env:
@@ -313,13 +363,16 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
             path, f"dataset is for env {meta.get('env_id')!r}, but {expect_env!r} was expected (env mismatch)"
         )
     try:
-        table = pq.read_table(path, page_checksum_verification=True)
+        # pre_buffer=False: do not fetch whole row groups ahead (it held the compressed file in memory)
+        pf = pq.ParquetFile(path, page_checksum_verification=True, pre_buffer=False, buffer_size=1 << 20)
+        schema = pf.schema_arrow
     except Exception as exc:
         raise DataFileError(path, f"could not read Parquet data; the file is corrupt ({exc})") from exc
-    missing = [c for c in _REQUIRED_COLUMNS if c not in table.column_names]
+    missing = [c for c in _REQUIRED_COLUMNS if c not in schema.names]
     if missing:
         raise DataFileError(path, f"missing column(s) {', '.join(missing)}")
-    if table.num_rows == 0:
+    n = pf.metadata.num_rows
+    if n == 0:
         raise DataFileError(path, "dataset has no steps")
     try:
         widths = {
@@ -333,17 +386,24 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
         raise DataFileError(path, f"metadata lacks {exc.args[0]!r}") from exc
     except (TypeError, ValueError) as exc:
         raise DataFileError(path, f"metadata obs_dim/act_dim/n_obj are not integers ({exc})") from exc
-    arrays = {name: _vector_column(table, name, widths[name], path) for name in _VECTOR_COLUMNS}
-    traj_ids = _scalar_column(table, "traj_id", "an integer type", pa.types.is_integer, path).astype(np.int64)
-    steps = _scalar_column(table, "step", "an integer type", pa.types.is_integer, path).astype(np.int64)
-    terminals = _scalar_column(table, "terminal", "bool", pa.types.is_boolean, path)
-    timeouts = _scalar_column(table, "timeout", "bool", pa.types.is_boolean, path)
-    if np.any(np.diff(traj_ids) < 0) or traj_ids[0] != 0:
+    for name in _REQUIRED_COLUMNS:  # every type is checked before any data is read
+        t = schema.field(name).type
+        if name in widths:
+            expected, ok = f"fixed_size_list<float>[{widths[name]}]", _is_vector(widths[name])
+        else:
+            expected, ok, _ = _SCALAR_TYPES[name]
+        if not ok(t):
+            raise DataFileError(path, f"column {name!r} has type {t}; expected {expected}")
+    arrays = {name: np.empty((n, widths[name]), np.float32) for name in _VECTOR_COLUMNS}
+    arrays |= {name: np.empty(n, dtype) for name, (_, _, dtype) in _SCALAR_TYPES.items()}
+    _read_columns(pf, arrays, path)
+    traj_ids = arrays.pop("traj_id")
+    if traj_ids[0] != 0 or np.any(traj_ids[1:] < traj_ids[:-1]):
         raise DataFileError(path, "rows are not grouped by trajectory in increasing traj_id order")
-    _, lengths = np.unique(traj_ids, return_counts=True)
-    for name, arr in arrays.items():
-        if not np.all(np.isfinite(arr)):
-            raise DataFileError(path, f"column {name!r} contains NaN or infinite values")
+    # trajectory boundaries: where the (sorted) id changes
+    bounds = np.concatenate([[0], np.flatnonzero(traj_ids[1:] != traj_ids[:-1]) + 1, [n]])
+    del traj_ids
+    lengths = np.diff(bounds)
     try:
         ds = Dataset.from_arrays(
             arrays["observation"],
@@ -352,13 +412,13 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
             arrays["preference"],
             lengths,
             next_observations=arrays["next_observation"],
-            terminals=terminals,
-            timeouts=timeouts,
+            terminals=arrays["terminal"],
+            timeouts=arrays["timeout"],
             meta=meta,
         )
     except ValueError as exc:
         raise DataFileError(path, str(exc)) from exc
-    if not np.array_equal(ds.steps, steps):
+    if not np.array_equal(ds.steps, arrays["step"]):
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
     _check_preferences(ds.traj_preferences, path)
     return ds

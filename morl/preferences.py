@@ -28,6 +28,8 @@ __all__ = [
     "default_divisions",
     "sample_preferences",
     "preference_entropy",
+    "knn_preference_entropy",
+    "KNN_K",
 ]
 
 #: Names of the three D4MORL preference distributions, widest first.
@@ -318,3 +320,52 @@ def preference_entropy(prefs, bins: int = 20) -> float:
     prob = counts / counts.sum()
     log_cell_volume = -(p.shape[1] - 1) * math.log(bins)
     return float(-np.sum(prob * (np.log(prob) - log_cell_volume)))
+
+
+#: Neighbour rank of the Kozachenko-Leonenko estimator (clipped to n - 1 for tiny sets).
+KNN_K = 8
+#: Distances below this are treated as this (exact duplicates would give log 0). Preferences are
+#: stored as float32, whose resolution near 0.5 is ~3e-8.
+_MIN_DISTANCE = 1e-7
+
+
+def knn_preference_entropy(prefs, k: int = KNN_K) -> float:
+    """Kozachenko-Leonenko k-nearest-neighbour estimate of the differential entropy (nats) of
+    the distribution a set of preferences was drawn from.
+
+    A preference ``w`` on the simplex is fixed by its first ``d = n_obj - 1`` coordinates, so the
+    estimate is taken in that chart (the same one :func:`morl.preferences.preference_entropy`
+    bins): with ``eps_i`` the Euclidean distance from point ``i`` to its ``k``-th nearest
+    neighbour, ``c_d`` the volume of the unit ``d``-ball and ``psi`` the digamma function::
+
+        H = psi(n) - psi(k) + log(c_d) + (d / n) * sum_i log(eps_i)
+
+    On this scale the uniform distribution on the whole simplex has ``-log((n_obj - 1)!)``
+    (0 for two objectives, -0.69 for three); narrower sets have lower values.
+
+    Why this estimator: it is consistent (converges to the true entropy as n grows), needs no
+    bin width, and does not saturate for narrow sets the way a fixed histogram does (the
+    histogram cannot go below minus the log of the cell count once every point shares a cell).
+    With a few dozen preferences it is noisy (std ~0.1 nats) and slightly biased upward near the
+    simplex edges, so compare datasets of similar size. For two objectives D4MORL's High and
+    Medium distributions are close (true values 0 and -0.08 nats; Low is -2.4), so telling those
+    two apart takes hundreds of trajectories; for three objectives the gap is 0.22 nats.
+    (The mean Shannon entropy ``-sum_i w_i log w_i`` of the individual preferences is *not* a
+    spread measure: it rewards balanced preferences, and orders Low above High.)
+    Exact duplicates are kept apart by a floor of 1e-7 on the distances.
+    """
+    p = np.asarray(prefs, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(f"prefs must be an (n, n_obj) array with n_obj >= 2, got shape {p.shape}")
+    n, d = p.shape[0], p.shape[1] - 1
+    if n < 2:
+        raise ValueError(f"an entropy estimate needs at least 2 preferences, got {n}")
+    from scipy.spatial import cKDTree
+    from scipy.special import digamma, gammaln
+
+    k = int(min(k, n - 1))
+    x = p[:, :d]
+    dist, _ = cKDTree(x).query(x, k=k + 1)  # column 0 is the point itself
+    eps = np.maximum(dist[:, k], _MIN_DISTANCE)
+    log_unit_ball = (d / 2) * math.log(math.pi) - gammaln(d / 2 + 1)
+    return float(digamma(n) - digamma(k) + log_unit_ball + d * np.mean(np.log(eps)))

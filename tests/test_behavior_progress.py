@@ -1,0 +1,79 @@
+"""Behavior training's HV estimate: shown in the bar and the log, and invisible to training."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+import torch
+
+import morl.behavior as behavior_mod
+from morl.behavior import HV_ESTIMATE_DIVISIONS, train_behavior
+
+ENV = "MO-HalfCheetah-v2"
+
+
+@pytest.fixture
+def cfg(smoke_config):
+    # updates start at step 100; checkpoints (and HV estimates) at step 100, plus a final estimate
+    return dict(smoke_config["behavior"], total_steps=200, start_steps=100, checkpoint_every=100)
+
+
+def _actor(path):
+    return torch.load(path, weights_only=True)["actor"]
+
+
+def _same_weights(a, b) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_hv_estimate_is_logged_shown_and_leaves_training_unchanged(tmp_path, cfg, caplog, capsys):
+    with caplog.at_level("INFO", logger="morl"):
+        with_hv = train_behavior(ENV, cfg, tmp_path / "hv.pt", progress=True)
+    # the log: one line per estimate, each a positive finite HV
+    lines = [r.getMessage() for r in caplog.records if "HV estimate" in r.getMessage()]
+    assert len(lines) == 2, lines
+    for line, step in zip(lines, (100, 200)):
+        m = re.search(rf"step {step}, HV estimate (\S+) \(deterministic policy on the 11-point preference grid", line)
+        assert m, line
+        hv = float(m.group(1))
+        assert math.isfinite(hv) and hv > 0
+    assert HV_ESTIMATE_DIVISIONS[2] + 1 == 11
+    # the summary and the bar's postfix carry the latest estimate
+    assert [s for s, _ in with_hv["hv_estimates"]] == [100, 200]
+    assert with_hv["hv_estimate"] == with_hv["hv_estimates"][-1][1] > 0 and math.isfinite(with_hv["hv_estimate"])
+    assert f"HV~={with_hv['hv_estimate']:.4g}" in capsys.readouterr().err
+    assert 0 < with_hv["hv_estimate_s"] < with_hv["wall_s"]
+
+    # the same run without estimates trains exactly the same weights: the estimate uses no training RNG
+    without = train_behavior(ENV, cfg, tmp_path / "plain.pt", progress=False, hv_every=0)
+    assert without["hv_estimates"] == [] and without["hv_estimate"] is None
+    assert without["updates"] == with_hv["updates"] and without["episodes"] == with_hv["episodes"]
+    assert _same_weights(_actor(tmp_path / "hv.pt"), _actor(tmp_path / "plain.pt"))
+
+
+def _killed_then_resumed(out, cfg, monkeypatch, **kwargs):
+    real_save = behavior_mod._save_partial
+
+    def save_then_die(*args, **kw):
+        real_save(*args, **kw)
+        raise KeyboardInterrupt("killed")
+
+    with monkeypatch.context() as m:
+        m.setattr(behavior_mod, "_save_partial", save_then_die)
+        with pytest.raises(KeyboardInterrupt):
+            train_behavior(ENV, cfg, out, progress=False, **kwargs)
+    assert out.with_name(out.name + ".partial").exists() and not out.exists()
+    return train_behavior(ENV, cfg, out, progress=False, **kwargs)
+
+
+def test_resumed_run_keeps_its_estimates_and_trains_as_without_them(tmp_path, cfg, monkeypatch):
+    monkeypatch.setitem(behavior_mod.HV_ESTIMATE_DIVISIONS, 2, 1)  # a 2-point grid keeps this test quick
+    resumed = _killed_then_resumed(tmp_path / "hv.pt", cfg, monkeypatch)
+    # the estimate made before the kill came back from the partial checkpoint
+    assert [s for s, _ in resumed["hv_estimates"]] == [100, 200]
+    assert all(math.isfinite(hv) and hv > 0 for _, hv in resumed["hv_estimates"])
+    plain = _killed_then_resumed(tmp_path / "plain.pt", cfg, monkeypatch, hv_every=0)
+    assert plain["updates"] == resumed["updates"]
+    assert _same_weights(_actor(tmp_path / "hv.pt"), _actor(tmp_path / "plain.pt"))
