@@ -26,7 +26,10 @@ fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` r
 **Every core.** With ``num_workers > 1`` the slots are split into contiguous blocks, each owned
 by a worker process that steps its block; actions and results travel through shared memory, one
 message per worker and step.  Each slot's computation is the same wherever it runs, so the
-number of workers changes the speed, never the results.  (Threads were measured first: MuJoCo
+number of workers changes the speed, never the results.  The workers are started with "spawn",
+which imports the caller's main script in each of them: a script that makes a ``BatchedEnv`` with
+``num_workers > 1`` must keep its top-level work under ``if __name__ == "__main__":`` (as
+``workflow_scripts/`` do).  (Threads were measured first: MuJoCo
 releases the GIL inside ``mj_step``, but the Python around it does not, and two threads reached
 1.2x one thread at B = 501 on HalfCheetah; ``docs/benchmarks.md``.)
 """

@@ -2,6 +2,13 @@
 from morl.behavior import train_behavior
 from morl.progress import log_to
 
-sm = snakemake  # noqa: F821 (injected by Snakemake)
-with log_to(sm.log[0]):
-    train_behavior(sm.wildcards.env, sm.params.settings, sm.output.policy, threads=sm.threads)
+
+def main(sm) -> None:
+    with log_to(sm.log[0]):
+        train_behavior(sm.wildcards.env, sm.params.settings, sm.output.policy, threads=sm.threads)
+
+
+# Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
+# where there is no `snakemake` object and nothing must run.
+if __name__ == "__main__":
+    main(snakemake)  # noqa: F821 (injected by Snakemake)

@@ -2,8 +2,15 @@
 from morl.evaluate import evaluate_behavior
 from morl.progress import log_to
 
-sm = snakemake  # noqa: F821 (injected by Snakemake)
-s = sm.params.settings
-with log_to(sm.log[0]):
-    evaluate_behavior(sm.input.policy, sm.output.front, s["divisions"], s["episodes"], s["seed"],
-                      workers=sm.threads)
+
+def main(sm) -> None:
+    s = sm.params.settings
+    with log_to(sm.log[0]):
+        evaluate_behavior(sm.input.policy, sm.output.front, s["divisions"], s["episodes"], s["seed"],
+                          workers=sm.threads)
+
+
+# Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
+# where there is no `snakemake` object and nothing must run.
+if __name__ == "__main__":
+    main(snakemake)  # noqa: F821 (injected by Snakemake)

@@ -2,8 +2,15 @@
 from morl.collect import collect_dataset
 from morl.progress import log_to
 
-sm = snakemake  # noqa: F821 (injected by Snakemake)
-s = sm.params.settings
-with log_to(sm.log[0]):
-    collect_dataset(sm.input.policy, sm.wildcards.quality, sm.wildcards.entropy, s["n_trajectories"],
-                    sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"], workers=sm.threads)
+
+def main(sm) -> None:
+    s = sm.params.settings
+    with log_to(sm.log[0]):
+        collect_dataset(sm.input.policy, sm.wildcards.quality, sm.wildcards.entropy, s["n_trajectories"],
+                        sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"], workers=sm.threads)
+
+
+# Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
+# where there is no `snakemake` object and nothing must run.
+if __name__ == "__main__":
+    main(snakemake)  # noqa: F821 (injected by Snakemake)

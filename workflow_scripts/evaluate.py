@@ -4,12 +4,19 @@ import torch
 from morl.evaluate import evaluate_checkpoint
 from morl.progress import log_to
 
-sm = snakemake  # noqa: F821 (injected by Snakemake)
-s = sm.params.settings
-# Physics in `threads` worker processes; one torch thread (float32 results depend on the torch thread
-# count, not on the number of workers).
-torch.set_num_threads(1)
-with log_to(sm.log[0]):
-    evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
-                        s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary,
-                        workers=sm.threads)
+
+def main(sm) -> None:
+    s = sm.params.settings
+    # Physics in `threads` worker processes; one torch thread (float32 results depend on the torch thread
+    # count, not on the number of workers).
+    torch.set_num_threads(1)
+    with log_to(sm.log[0]):
+        evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
+                            s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary,
+                            workers=sm.threads)
+
+
+# Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
+# where there is no `snakemake` object and nothing must run.
+if __name__ == "__main__":
+    main(snakemake)  # noqa: F821 (injected by Snakemake)
