@@ -28,12 +28,14 @@ install-test: $(VENV)/.installed-test
 
 demo: install
 	$(BIN)/snakemake --profile profiles/local --cores $(CORES)
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES) --report results/report.html
 	@echo
 	@cat results/tables/results.md
 	@echo
 	@echo "Pareto plots:"
-	@ls -1 results/tables/plots/*.png
+	@ls -1 results/tables/plots/pareto/*.png
 	@echo "Raw numbers: results/tables/metrics.csv"
+	@echo "Report (tables and every plot, with captions): results/report.html"
 
 test: install-test
 	$(BIN)/python -m pytest

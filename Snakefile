@@ -14,6 +14,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.en
 
 configfile: "config.yaml"
 
+# `snakemake --report results/report.html`: one self-contained page; its front page is this file.
+report: "report/workflow.rst"
+
 # Fail before any job runs if the config is wrong; the message names the key.
 validate_config(config, source=", ".join(map(str, workflow.configfiles)) or "config")
 

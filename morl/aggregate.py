@@ -1,45 +1,64 @@
-"""Result tables and Pareto plots from evaluation files.
+"""Result tables, plots and the tables page from evaluation files.
 
 Reads every per-point evaluation file given, recomputes the metrics from the achieved returns,
-and writes
+and writes into ``out_dir``
 
-* ``metrics.csv``: raw numbers, one row per (env, quality, entropy, model, seed);
-* ``results.md``: HV and SP tables in the paper's layout (rows env x dataset, columns B and the
-  six models, cells mean +- std over seeds in the paper's units), and the behavior front next to
-  the trivial zero-action and random-action policies;
-* one Pareto plot per env x dataset (PNG).
+* ``metrics.csv`` (one row per evaluation: env, quality, entropy, model, seed, HV, SP, RD, EU)
+  and ``baselines.csv`` (B and the trivial zero-/random-action policies, one row each per env);
+* ``hv.{md,csv,tex}`` and ``sp.{md,csv,tex}``: the HV and SP tables in the paper's layout
+  (:func:`morl.tables.metric_table`; the CSV has one row per cell and seed);
+* ``paper_comparison.{md,csv,tex}``: each model's HV as a fraction of B, ours beside the paper's;
+* ``results.md`` (every table, in one Markdown file) and ``summary.html`` (one self-contained
+  page with every table and the HV and Pareto figures embedded);
+* ``plots/pareto/<env>_<quality>-<entropy>.{png,pdf}``: achieved points and fronts;
+* ``plots/preference/<env>_<quality>-<entropy>.{png,pdf}``: target vs achieved preference;
+* ``plots/hv/<env>.{png,pdf}``: HV by quality and entropy level, bars with seed error bars;
+* ``plots/curves/<env>_<quality>-<entropy>.{png,pdf}``: training curves (when curves are given).
 
-Missing cells are shown as "—", so the tables can be built while an experiment is running.
+Cells without evaluations are shown as "—" with a footnote, so everything can be built from
+whatever evaluations exist while an experiment is running.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
-import numpy as np
 import polars as pl
 
 from morl.data import atomic_write
 from morl.envs import ENV_SPECS, get_spec
 from morl.evaluate import read_evaluation, summarize
-from morl.metrics import pareto_front
-from morl.models import DISPLAY_NAMES
+from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
 from morl.progress import log
+from morl.tables import (
+    DISPLAY,  # noqa: F401 (re-exported)
+    HV,
+    MISSING,  # noqa: F401 (re-exported)
+    MODEL_ORDER,
+    SP,
+    cell_stats,
+    comparison_long,
+    comparison_table,
+    html_document,
+    metric_long,
+    metric_table,
+    ordered_models,
+    sort_datasets,
+    to_html,
+    to_latex,
+    to_markdown,
+    unit_label,
+)
 
-MODEL_ORDER = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
-DISPLAY = {"B": "B", **DISPLAY_NAMES}
-# Paper units (reference §5): HV and SP are reported divided by these.
-HV_UNITS = {"MO-Ant-v2": 1e6, "MO-HalfCheetah-v2": 1e6, "MO-Walker2d-v2": 1e6, "MO-Hopper-v2": 1e7,
-            "MO-Hopper-v3": 1e10, "MO-Swimmer-v2": 1e4}  # fmt: skip
-SP_UNITS = {"MO-Ant-v2": 1e4, "MO-HalfCheetah-v2": 1e4, "MO-Walker2d-v2": 1e4, "MO-Hopper-v2": 1e5,
-            "MO-Hopper-v3": 1e5, "MO-Swimmer-v2": 1.0}  # fmt: skip
-MISSING = "—"
+Dataset = tuple[str, str, str]
 
-
-def _unit_label(x: float) -> str:
-    return "1" if x == 1 else f"1e{int(round(np.log10(x)))}"
+METRICS_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String,
+                  "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "rd": pl.Float64, "eu": pl.Float64,
+                  "n_nondominated": pl.Int64, "n_points": pl.Int64, "file": pl.String}  # fmt: skip
+BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
+                    **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:]}}  # fmt: skip
 
 
 def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike]):
@@ -57,44 +76,11 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
             sel = arr["policy"] == policy
             s = summarize(arr["preference"][sel], arr["return"][sel])
             baselines.append({"env": meta["env_id"], "policy": policy, **s, "file": str(path)})
-    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "seed": pl.Int64,
-              "hv": pl.Float64, "sp": pl.Float64, "rd": pl.Float64, "eu": pl.Float64,
-              "n_nondominated": pl.Int64, "n_points": pl.Int64, "file": pl.String}  # fmt: skip
-    bschema = {"env": pl.String, "policy": pl.String, **{k: schema[k] for k in list(schema)[5:]}}
-    return pl.DataFrame(rows, schema=schema), pl.DataFrame(baselines, schema=bschema)
-
-
-def _cell(values: list[float], unit: float) -> str:
-    if not values:
-        return MISSING
-    v = np.asarray(values) / unit
-    if len(v) == 1:
-        return f"{v[0]:.2f}"
-    return f"{v.mean():.2f} ± {v.std():.2f}"
-
-
-def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets, metric: str, units: dict) -> str:
-    """A Markdown table of ``metric`` (hv or sp): rows env x dataset, columns B and the models."""
-    models = [m for m in MODEL_ORDER if m in set(metrics["model"].to_list())] or list(MODEL_ORDER)
-    header = ["env", "dataset", "unit", "B", *[DISPLAY[m] for m in models]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    any_missing = False
-    for env, quality, entropy in datasets:
-        unit = units.get(env, 1.0)
-        b = baselines.filter((pl.col("env") == env) & (pl.col("policy") == "behavior"))[metric].to_list()
-        cells = [_cell(b, unit)]
-        for m in models:
-            sel = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality)
-                                 & (pl.col("entropy") == entropy) & (pl.col("model") == m))  # fmt: skip
-            cells.append(_cell(sel.sort("seed")[metric].to_list(), unit))
-        any_missing |= MISSING in cells
-        lines.append(f"| {env} | {quality} {entropy}-H | ×{_unit_label(unit)} | " + " | ".join(cells) + " |")
-    if any_missing:
-        lines.append("\n— : not evaluated yet.")
-    return "\n".join(lines)
+    return pl.DataFrame(rows, schema=METRICS_SCHEMA), pl.DataFrame(baselines, schema=BASELINES_SCHEMA)
 
 
 def baseline_table(baselines: pl.DataFrame) -> str:
+    """B against the trivial zero-action and random-action policies (HV, paper units)."""
     lines = ["| env | B (behavior) | zero actions | random actions | B / better trivial |", "|---|---|---|---|---|"]
     for env in sorted(set(baselines["env"].to_list())):
         hv = {r["policy"]: r["hv"] for r in baselines.filter(pl.col("env") == env).iter_rows(named=True)}
@@ -102,95 +88,151 @@ def baseline_table(baselines: pl.DataFrame) -> str:
         ratio = hv["behavior"] / max(hv["zero"], hv["random"], 1e-12)
         lines.append(f"| {env} | {hv['behavior'] / unit:.3f} | {hv['zero'] / unit:.3f} | {hv['random'] / unit:.3f}"
                      f" | {ratio:.2f}× |")  # fmt: skip
-    return "\n".join(lines) + "\n\nHV in the paper's units (×1e6 for HalfCheetah, ×1e10 for Hopper-v3)."
+    units = ", ".join(f"×{unit_label(HV_UNITS.get(e, 1.0))} for {e}" for e in sorted(set(baselines["env"].to_list())))
+    return "\n".join(lines) + f"\n\nHV in the paper's units ({units})."
 
 
-def pareto_plot(path: Path, title: str, model_points: dict[str, list[np.ndarray]], behavior: np.ndarray | None,
-                objectives: tuple[str, ...] | None = None):  # fmt: skip
-    """Scatter every model's achieved returns (all seeds) and draw each one's non-dominated front."""
-    import matplotlib
+def _write_text(path: Path, text: str) -> Path:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return path
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    n_obj = (behavior if behavior is not None else next(iter(model_points.values()))[0]).shape[1]
-    pairs = [(0, 1)] if n_obj == 2 else [(0, 1), (0, 2), (1, 2)]
-    fig, axes = plt.subplots(1, len(pairs), figsize=(5.5 * len(pairs), 4.5), squeeze=False)
-    colors = plt.get_cmap("tab10")
-    series = ([("B", [behavior])] if behavior is not None else []) + list(model_points.items())
-    for ax, (i, j) in zip(axes[0], pairs):
-        for k, (name, runs) in enumerate(series):
-            pts = np.concatenate(runs)
-            color = "black" if name == "B" else colors(k)
-            ax.scatter(pts[:, i], pts[:, j], s=6, alpha=0.25, color=color)
-            front = pareto_front(pts)
-            front = front[np.argsort(front[:, i])]
-            ax.plot(front[:, i], front[:, j], "-o" if n_obj == 2 else "o", ms=3, lw=1.2, color=color,
-                    label=DISPLAY.get(name, name))  # fmt: skip
-        names = objectives or tuple(f"objective {k}" for k in range(n_obj))
-        ax.set_xlabel(f"return: {names[i]}")
-        ax.set_ylabel(f"return: {names[j]}")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
-    plt.close(fig)
+def _write_csv(path: Path, frame: pl.DataFrame) -> Path:
+    atomic_write(path, lambda tmp: frame.write_csv(tmp))
+    return path
+
+
+def _read_curve(path: str | os.PathLike) -> pl.DataFrame:
+    try:
+        curve = pl.read_csv(path)
+    except Exception as exc:  # polars raises several kinds
+        raise ValueError(f"{path}: not a readable training curve CSV ({exc})") from exc
+    if not {"step", "loss"} <= set(curve.columns):
+        raise ValueError(f"{path}: a training curve needs columns step and loss, found {curve.columns}")
+    return curve
 
 
 def aggregate(
-    model_evals: list[str | os.PathLike],
-    behavior_evals: list[str | os.PathLike],
+    model_evals: Sequence[str | os.PathLike],
+    behavior_evals: Sequence[str | os.PathLike],
     out_dir: str | os.PathLike,
-    datasets: list[tuple[str, str, str]] | None = None,
+    datasets: Sequence[Dataset] | None = None,
+    models: Sequence[str] | None = None,
+    seeds: Sequence[int] | None = None,
+    curves: Mapping[str, str | os.PathLike] | None = None,
+    plots: bool = True,
 ) -> dict[str, Path]:
-    """Write ``metrics.csv``, ``results.md`` and the Pareto plots into ``out_dir``; return their paths."""
+    """Write the tables and plots listed in the module docstring into ``out_dir``; return their paths.
+
+    Args:
+        model_evals: model evaluation files (``evaluate`` stage); any subset of the experiment.
+        behavior_evals: behavior-front evaluation files (``behavior_front`` stage), one per env.
+        datasets: the table rows (env, quality, entropy); default: those evaluated.
+        models: the table columns besides B; default: those evaluated.
+        seeds: the configured training seeds; a cell with fewer is marked "†".
+        curves: training curve CSV of a run, keyed by that run's evaluation file (as given in
+            ``model_evals``); the curve belongs to the env, dataset, model and seed the
+            evaluation file's metadata names.
+        plots: False writes the tables only (``summary.html`` then has no figures).
+    """
     out_dir = Path(out_dir)
     metrics, baselines = collect_metrics(model_evals, behavior_evals)
     if datasets is None:
-        datasets = sorted(set(metrics.select("env", "quality", "entropy").iter_rows()))
-    metrics_path = out_dir / "metrics.csv"
-    atomic_write(metrics_path, lambda tmp: metrics.drop("file").write_csv(tmp))
-    if len(baselines):
-        atomic_write(out_dir / "baselines.csv", lambda tmp: baselines.drop("file").write_csv(tmp))
-    md = [
-        "# Results",
-        "",
-        "## Hypervolume (higher is better)",
-        "",
-        metric_table(metrics, baselines, datasets, "hv", HV_UNITS),
-        "",
-        "## Sparsity (lower is better)",
-        "",
-        metric_table(metrics, baselines, datasets, "sp", SP_UNITS),
-        "",
-        "Cells: mean ± std (population std) over training seeds, divided by the unit. "
-        "B: the behavior policy evaluated on the same preference grid.",
-    ]
-    if len(baselines):
-        md += ["", "## Behavior front against trivial policies (HV)", "", baseline_table(baselines)]
-    results_path = out_dir / "results.md"
-    atomic_write(results_path, lambda tmp: Path(tmp).write_text("\n".join(md) + "\n"))
+        datasets = metrics.select("env", "quality", "entropy").iter_rows()
+    datasets = sort_datasets(tuple(d) for d in datasets)
+    models = ordered_models(models, metrics)
+    expected_seeds = len(seeds) if seeds is not None else None
+    out: dict[str, Path] = {}
 
+    out["metrics"] = _write_csv(out_dir / "metrics.csv", metrics.drop("file"))
+    out["baselines"] = _write_csv(out_dir / "baselines.csv", baselines.drop("file"))
+
+    tables = {
+        "hv": metric_table(metrics, baselines, datasets, HV, models, expected_seeds),
+        "sp": metric_table(metrics, baselines, datasets, SP, models, expected_seeds),
+    }
+    longs = {
+        "hv": metric_long(metrics, baselines, datasets, HV, models),
+        "sp": metric_long(metrics, baselines, datasets, SP, models),
+    }
+    comparison = comparison_long(metrics, baselines, datasets, models)
+    tables["paper_comparison"] = comparison_table(comparison, datasets, models)
+    longs["paper_comparison"] = comparison
+    for name, table in tables.items():
+        out[f"{name}_md"] = _write_text(out_dir / f"{name}.md", f"## {table.title}\n\n{to_markdown(table)}\n")
+        out[f"{name}_csv"] = _write_csv(out_dir / f"{name}.csv", longs[name])
+        out[f"{name}_tex"] = _write_text(out_dir / f"{name}.tex", to_latex(table, label=f"tab:{name}"))
+
+    md = ["# Results", ""]
+    for table in tables.values():
+        md += [f"## {table.title}", "", to_markdown(table), ""]
+    if len(baselines):
+        md += ["## Behavior front against trivial policies (HV)", "", baseline_table(baselines), ""]
+    out["results"] = _write_text(out_dir / "results.md", "\n".join(md))
+
+    written = write_plots(out_dir / "plots", metrics, baselines, datasets, models, curves or {}, behavior_evals) \
+        if plots else {}  # fmt: skip
+    out.update(written)
+    figures = [(f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over "
+                "seeds.", p) for k, p in written.items() if k.startswith("hv:")]
+    figures += [(f"Pareto front, {k.split(':', 1)[1]}: every model's achieved returns (faint), its non-dominated "
+                 "points (outlined) and B's front (black).", p) for k, p in written.items() if k.startswith("plot:")]
+    page = html_document([to_html(t, table_id=f"table-{name}") for name, t in tables.items()], figures,
+                         title="Results: tables and figures")  # fmt: skip
+    out["summary"] = _write_text(out_dir / "summary.html", page)
+    log.info("wrote %d tables and %d plots into %s", len(tables), len(written), out_dir)
+    return out
+
+
+def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
+                models: Sequence[str], curves: Mapping[str, str | os.PathLike],
+                behavior_evals: Sequence[str | os.PathLike]) -> dict[str, Path]:  # fmt: skip
+    """Every figure of the module docstring (PNG and PDF); returns the PNG paths, keyed
+    ``plot:<env>/<quality>-<entropy>`` (Pareto), ``preference:...``, ``curves:...`` and ``hv:<env>``."""
+    from morl.plots import curves_figure, hv_bars_figure, pareto_figure, preference_figure, save_figure
+
+    for kind in ("pareto", "preference", "hv", "curves"):
+        (plot_dir / kind).mkdir(parents=True, exist_ok=True)
     behavior_points = {}
     for path in behavior_evals:
         meta, arr = read_evaluation(path)
         behavior_points[meta["env_id"]] = arr["return"][arr["policy"] == "behavior"]
-    per_cell: dict[tuple, dict[str, list[np.ndarray]]] = {}
-    for row in metrics.iter_rows(named=True):
+    runs: dict[Dataset, dict[str, list[dict]]] = {}
+    curve_by_file = {str(k): v for k, v in curves.items()}
+    for row in metrics.sort("seed").iter_rows(named=True):
         _, arr = read_evaluation(row["file"])
-        per_cell.setdefault((row["env"], row["quality"], row["entropy"]), {}).setdefault(row["model"], []).append(
-            arr["return"]
-        )
-    plots = {}
+        run = {"preference": arr["preference"], "return": arr["return"], "curve": curve_by_file.get(row["file"])}
+        runs.setdefault((row["env"], row["quality"], row["entropy"]), {}).setdefault(row["model"], []).append(run)
+
+    out: dict[str, Path] = {}
     for env, quality, entropy in datasets:
-        cell = per_cell.get((env, quality, entropy), {})
-        cell = {m: cell[m] for m in MODEL_ORDER if m in cell}
-        if not cell and env not in behavior_points:
+        cell = runs.get((env, quality, entropy), {})
+        cell = {m: cell[m] for m in MODEL_ORDER if m in cell and m in models}
+        objectives = get_spec(env).objectives if env in ENV_SPECS else None
+        name, stem = f"{env}/{quality}-{entropy}", f"{env}_{quality}-{entropy}"
+        label = f"{env}, {quality} data, {entropy} preference entropy"
+        if cell or env in behavior_points:
+            fig = pareto_figure(f"Pareto front: {label}", {m: [r["return"] for r in rs] for m, rs in cell.items()},
+                                behavior_points.get(env), objectives)  # fmt: skip
+            out[f"plot:{name}"], _ = save_figure(fig, plot_dir / "pareto" / stem)
+        if cell:
+            fig = preference_figure(f"Target vs achieved preference: {label}",
+                                    {m: [(r["preference"], r["return"]) for r in rs] for m, rs in cell.items()},
+                                    objectives)  # fmt: skip
+            out[f"preference:{name}"], _ = save_figure(fig, plot_dir / "preference" / stem)
+        with_curves = {m: [_read_curve(r["curve"]) for r in rs if r["curve"]] for m, rs in cell.items()}
+        with_curves = {m: c for m, c in with_curves.items() if c}
+        if with_curves:
+            fig = curves_figure(f"Training curves: {label}", with_curves)
+            out[f"curves:{name}"], _ = save_figure(fig, plot_dir / "curves" / stem)
+
+    long = metric_long(metrics, baselines, datasets, HV, models)
+    for env in sorted({d[0] for d in datasets}):
+        stats = [r for k, r in cell_stats(long.filter(pl.col("env") == env)).items()]
+        if not stats:
             continue
-        path = out_dir / "plots" / f"pareto_{env}_{quality}-{entropy}.png"
-        pareto_plot(path, f"{env}, {quality} {entropy}-entropy data", cell, behavior_points.get(env),
-                    objectives=get_spec(env).objectives if env in ENV_SPECS else None)  # fmt: skip
-        plots[f"{env}/{quality}-{entropy}"] = path
-    log.info("wrote %s, %s and %d plots", results_path, metrics_path, len(plots))
-    return {"results": results_path, "metrics": metrics_path, **{f"plot:{k}": v for k, v in plots.items()}}
+        frame = pl.DataFrame(stats).select("quality", "entropy", "model", "mean", "std", "n")
+        fig = hv_bars_figure(f"HV by dataset: {env}", frame, unit_label(HV_UNITS.get(env, 1.0)))
+        out[f"hv:{env}"], _ = save_figure(fig, plot_dir / "hv" / env)
+    return out
+

@@ -114,7 +114,11 @@ def cmd_import_d4morl(args) -> int:
 def cmd_aggregate(args) -> int:
     from morl.aggregate import aggregate
 
-    outputs = aggregate(args.evaluations, args.fronts, args.out_dir)
+    if args.curves and len(args.curves) != len(args.evaluations):
+        raise ValueError(f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
+                         "give one training curve per evaluation, in the same order")  # fmt: skip
+    outputs = aggregate(args.evaluations, args.fronts, args.out_dir, seeds=args.seeds,
+                        curves=dict(zip(args.evaluations, args.curves or [])))  # fmt: skip
     print(Path(outputs["results"]).read_text())
     return 0
 
@@ -185,9 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="high/medium/low, or D4MORL's uniform/wide/narrow")  # fmt: skip
     sp.add_argument("--out", required=True, help="the Parquet file to write")
 
-    sp = add("aggregate", cmd_aggregate, "tables and Pareto plots from evaluation files")
+    sp = add("aggregate", cmd_aggregate, "tables (Markdown, CSV, LaTeX, HTML) and plots from evaluation files")
     sp.add_argument("--evaluations", nargs="*", default=[])
     sp.add_argument("--fronts", nargs="*", default=[])
+    sp.add_argument("--curves", nargs="*", default=[], help="the curve.csv of each evaluated run, in the order "
+                    "of --evaluations (for the training-curve plots)")  # fmt: skip
+    sp.add_argument("--seeds", type=int, nargs="*", default=None, help="the configured seeds: cells with fewer "
+                    "are marked")  # fmt: skip
     sp.add_argument("--out-dir", required=True)
     return p
 

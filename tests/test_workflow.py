@@ -110,7 +110,10 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     for env in config["envs"]:
         assert f"| {env} | amateur low-H |" in table
     assert "MODT(P)" in table and "MORvS(P)" in table and "BC(P)" in table
-    assert len(list((R / "tables/plots").glob("*.png"))) == len(config["envs"])
+    n_datasets = len(config["envs"]) * len(config["qualities"]) * len(config["entropies"])
+    for kind, n in (("pareto", n_datasets), ("preference", n_datasets), ("curves", n_datasets), ("hv", len(config["envs"]))):
+        assert len(list((R / "tables/plots" / kind).glob("*.png"))) == n, kind
+        assert len(list((R / "tables/plots" / kind).glob("*.pdf"))) == n, kind
     for stage in ("behavior", "behavior_front", "collect", "train", "evaluate"):
         assert list((R / "logs" / stage).rglob("*.log")), f"no log for {stage}"
         assert list((R / "benchmarks" / stage).rglob("*.tsv")), f"no benchmark for {stage}"

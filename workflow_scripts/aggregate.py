@@ -1,11 +1,20 @@
-"""Rule `aggregate`: tables and Pareto plots from every evaluation."""
+"""Rules `aggregate` and `partial_tables`: tables and plots from the evaluations given."""
 from pathlib import Path
 
 from morl.aggregate import aggregate
 from morl.progress import log_to
 
-sm = snakemake  # noqa: F821 (injected by Snakemake)
-with log_to(sm.log[0]):
-    Path(sm.output.plots).mkdir(parents=True, exist_ok=True)
-    aggregate(sm.input.evaluations, sm.input.fronts, Path(sm.output.results).parent,
-              datasets=[tuple(d) for d in sm.params.datasets])
+
+def main(sm) -> None:
+    # A run's curve.csv lies beside its eval.parquet (RUN in rules/common.smk).
+    curve_of_run = {Path(c).parent: c for c in sm.input.curves}
+    curves = {e: curve_of_run[Path(e).parent] for e in sm.input.evaluations if Path(e).parent in curve_of_run}
+    with log_to(sm.log[0]):
+        aggregate(sm.input.evaluations, sm.input.fronts, Path(sm.output.results).parent,
+                  datasets=[tuple(d) for d in sm.params.datasets], models=sm.params.models, seeds=sm.params.seeds,
+                  curves=curves)
+
+
+# Guarded like the other scripts: nothing runs when a worker process imports this file.
+if __name__ == "__main__":
+    main(snakemake)  # noqa: F821 (injected by Snakemake)

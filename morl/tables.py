@@ -1,0 +1,451 @@
+"""The paper's result tables, from the per-evaluation metrics, as Markdown, CSV, LaTeX and HTML.
+
+Input is the ``metrics`` frame of :func:`morl.aggregate.collect_metrics` (one row per evaluation
+file: env, quality, entropy, model, seed, hv, sp, ...) and the ``baselines`` frame (the behavior
+policy B and the trivial policies, one row per env). Polars does the grouping.
+
+* :func:`metric_long` - one row per table cell and seed, raw and in the paper's units (the CSV);
+* :func:`metric_table` - HV or SP in the paper's layout: rows env x dataset, columns B and the
+  six models, cells mean ± std over seeds in the paper's units, best model per row in bold;
+* :func:`comparison_long` / :func:`comparison_table` - each model's HV as a fraction of our B,
+  beside the same fraction from the published numbers (:mod:`morl.paper`);
+* :func:`to_markdown`, :func:`to_latex` (booktabs), :func:`to_html` - one renderer per format
+  for every :class:`Table`.
+
+A cell without any evaluation is shown as "—" and explained in a footnote, so the tables can be
+built while an experiment is still running.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+import polars as pl
+
+from morl.collect import QUALITIES
+from morl.models import DISPLAY_NAMES
+from morl.paper import HV_UNITS, PUBLISHED_ENTROPY, SP_UNITS, published_fraction, published_hv
+from morl.preferences import ENTROPY_LEVELS
+
+#: Column order of the paper's tables (B comes first).
+MODEL_ORDER = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
+DISPLAY = {"B": "B", **DISPLAY_NAMES}
+MISSING = "—"
+PARTIAL_MARK = "†"
+DIGITS = 2
+
+Dataset = tuple[str, str, str]  # (env, quality, entropy)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # column of the metrics frame
+    title: str
+    units: dict[str, float]
+    higher_is_better: bool
+
+
+HV = Metric("hv", "Hypervolume (HV, higher is better)", HV_UNITS, True)
+SP = Metric("sp", "Sparsity (SP, lower is better)", SP_UNITS, False)
+METRICS = {"hv": HV, "sp": SP}
+
+
+@dataclass
+class Cell:
+    """One table cell: plain text (Markdown/HTML), its LaTeX form, and whether it is bold."""
+
+    text: str
+    latex: str | None = None
+    bold: bool = False
+
+    @property
+    def tex(self) -> str:
+        return self.latex if self.latex is not None else latex_escape(self.text)
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[Cell]
+    rows: list[list[Cell]]
+    notes: list[str] = field(default_factory=list)
+    n_label_columns: int = 3  # left-aligned label columns; the rest are numbers
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def unit_label(unit: float) -> str:
+    return "1" if unit == 1 else f"1e{int(round(math.log10(unit)))}"
+
+
+def unit_latex(unit: float) -> str:
+    return "$1$" if unit == 1 else f"$\\times 10^{{{int(round(math.log10(unit)))}}}$"
+
+
+def dataset_label(quality: str, entropy: str) -> str:
+    return f"{quality} {entropy}-H"
+
+
+def sort_datasets(datasets: Iterable[Dataset]) -> list[Dataset]:
+    """Env, then expert before amateur, then high, medium, low entropy (the paper's order)."""
+
+    def key(d):
+        env, q, h = d
+        return (env, QUALITIES.index(q) if q in QUALITIES else 9, ENTROPY_LEVELS.index(h) if h in ENTROPY_LEVELS else 9)
+
+    return sorted(set(datasets), key=key)
+
+
+def ordered_models(models: Iterable[str] | None, metrics: pl.DataFrame) -> list[str]:
+    """Models in the paper's column order: those asked for, else those evaluated, else all six."""
+    chosen = set(models) if models is not None else set(metrics["model"].to_list())
+    return [m for m in MODEL_ORDER if m in chosen] or list(MODEL_ORDER)
+
+
+_LATEX_SYMBOLS = {"τ": "$\\tau$", "−": "$-$", "§": "\\S{}", "Σ": "$\\Sigma$", "·": "$\\cdot$", "≥": "$\\geq$",
+                  "≤": "$\\leq$", "–": "--"}  # fmt: skip
+
+
+def latex_escape(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in "&%$#_{}":
+            out.append("\\" + ch)
+        elif ch == "\\":
+            out.append("\\textbackslash{}")
+        elif ch == "~":
+            out.append("\\textasciitilde{}")
+        elif ch == "^":
+            out.append("\\textasciicircum{}")
+        elif ch == MISSING:
+            out.append("---")
+        elif ch == "±":
+            out.append("$\\pm$")
+        elif ch == "×":
+            out.append("$\\times$")
+        elif ch == PARTIAL_MARK:
+            out.append("$^\\dagger$")
+        elif ch in _LATEX_SYMBOLS:
+            out.append(_LATEX_SYMBOLS[ch])
+        elif ord(ch) > 127:
+            out.append("?")  # pdflatex would stop at a character it has no glyph for
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# HV / SP tables
+# ---------------------------------------------------------------------------------------------
+
+LONG_SCHEMA = {"metric": pl.String, "env": pl.String, "quality": pl.String, "entropy": pl.String,
+               "model": pl.String, "seed": pl.Int64, "value": pl.Float64, "unit": pl.Float64,
+               "value_in_units": pl.Float64}  # fmt: skip
+
+
+def metric_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], metric: Metric,
+                models: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+    """One row per table cell and seed: metric, env, quality, entropy, model, seed, value (raw), unit,
+    value_in_units. B (the behavior policy, one evaluation per env) has a null seed and appears in
+    every dataset row of its env. Cells without evaluations have no rows."""
+    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "_row": pl.Int64}
+    cells = pl.DataFrame([(*d, i) for i, d in enumerate(datasets)], orient="row", schema=schema)
+    runs = (
+        metrics.filter(pl.col("model").is_in(list(models)))
+        .select("env", "quality", "entropy", "model", pl.col("seed").cast(pl.Int64), pl.col(metric.key).alias("value"))
+        .join(cells, on=["env", "quality", "entropy"], how="inner")
+    )
+    b = (
+        baselines.filter(pl.col("policy") == "behavior")
+        .select("env", pl.col(metric.key).alias("value"))
+        .join(cells, on="env", how="inner")
+        .select("env", "quality", "entropy", pl.lit("B").alias("model"), pl.lit(None, pl.Int64).alias("seed"), "value",
+                "_row")  # fmt: skip
+    )
+    units = pl.DataFrame({"env": list(metric.units), "unit": list(metric.units.values())})
+    column = pl.DataFrame({"model": ["B", *models], "_col": list(range(len(models) + 1))})
+    return (
+        pl.concat([b, runs])
+        .join(units, on="env", how="left")
+        .join(column, on="model", how="left")
+        .with_columns(pl.col("unit").fill_null(1.0))
+        .with_columns((pl.col("value") / pl.col("unit")).alias("value_in_units"), pl.lit(metric.key).alias("metric"))
+        .sort("_row", "_col", "seed", nulls_last=True)
+        .select(list(LONG_SCHEMA))
+    )
+
+
+def cell_stats(long: pl.DataFrame) -> dict[tuple[str, str, str, str], dict]:
+    """{(env, quality, entropy, model): {mean, std, n}} in the paper's units; std over seeds (ddof 0)."""
+    grouped = long.group_by("env", "quality", "entropy", "model").agg(
+        pl.col("value_in_units").mean().alias("mean"),
+        pl.col("value_in_units").std(ddof=0).alias("std"),
+        pl.len().alias("n"),
+    )
+    return {(r["env"], r["quality"], r["entropy"], r["model"]): r for r in grouped.iter_rows(named=True)}
+
+
+def fmt_number(x: float) -> tuple[str, str]:
+    """``x`` with two decimals, as the paper prints; values too small for that get two significant
+    digits (``3.1e-05``), so a small experiment's numbers do not all read 0.00. (text, LaTeX)."""
+    if x == 0 or abs(x) >= 0.5 * 10**-DIGITS:
+        s = f"{x:.{DIGITS}f}"
+        return s, s
+    mant, exp = f"{x:.1e}".split("e")
+    return f"{mant}e{exp}", f"${mant}\\times 10^{{{int(exp)}}}$"
+
+
+def _format_stat(stat: dict | None, expected_seeds: int | None) -> tuple[str, str]:
+    if stat is None:
+        return MISSING, "---"
+    text, tex = fmt_number(stat["mean"])
+    if stat["n"] > 1:
+        # the std in the mean's style: two decimals beside two decimals, as the paper prints
+        s_text, s_tex = fmt_number(stat["std"]) if "e" in text else (f"{stat['std']:.{DIGITS}f}",) * 2
+        text, tex = f"{text} ± {s_text}", f"{tex} $\\pm$ {s_tex}"
+    if expected_seeds is not None and stat["model"] != "B" and stat["n"] < expected_seeds:
+        text, tex = text + PARTIAL_MARK, tex + "$^\\dagger$"
+    return text, tex
+
+
+def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], metric: Metric,
+                 models: Sequence[str] | None = None, expected_seeds: int | None = None) -> Table:  # fmt: skip
+    """HV or SP in the paper's layout (rows env x dataset; columns B, MODT(P), ..., BC)."""
+    models = ordered_models(models, metrics)
+    datasets = list(datasets)
+    stats = cell_stats(metric_long(metrics, baselines, datasets, metric, models))
+    header = [Cell("env"), Cell("dataset"), Cell("unit"), *[Cell(DISPLAY[m]) for m in ["B", *models]]]
+    rows, any_missing, any_partial = [], False, False
+    for env, quality, entropy in datasets:
+        unit = metric.units.get(env, 1.0)
+        row = [Cell(env), Cell(dataset_label(quality, entropy)), Cell(f"×{unit_label(unit)}", unit_latex(unit))]
+        cells = {}
+        for m in ["B", *models]:
+            st = stats.get((env, quality, entropy, m))
+            text, tex = _format_stat(st, expected_seeds)
+            cells[m] = Cell(text, tex)
+            any_missing |= st is None
+            any_partial |= PARTIAL_MARK in text
+        # best model of the row: compare the means as displayed, so ties are bolded alike
+        shown = {m: float(fmt_number(stats[(env, quality, entropy, m)]["mean"])[0]) for m in models
+                 if (env, quality, entropy, m) in stats}  # fmt: skip
+        if shown:
+            best = max(shown.values()) if metric.higher_is_better else min(shown.values())
+            for m, v in shown.items():
+                cells[m].bold = v == best
+        rows.append(row + [cells[m] for m in ["B", *models]])
+    units = ", ".join(f"{e} ×{unit_label(metric.units.get(e, 1.0))}" for e in dict.fromkeys(d[0] for d in datasets))
+    notes = [
+        f"Cells: mean ± std over training seeds (population std), divided by the paper's unit ({units or 'none'}); "
+        "a single number is a single seed.",
+        "B: the behavior policy evaluated on the same preference grid (one evaluation per env, shown in every "
+        "dataset row of that env).",
+        f"Bold: the best model of the row ({'highest' if metric.higher_is_better else 'lowest'} mean as shown; "
+        "B is not ranked).",
+    ]
+    if any_partial:
+        notes.append(f"{PARTIAL_MARK} : fewer seeds evaluated than configured ({expected_seeds}); mean over the seeds "
+                     "found.")  # fmt: skip
+    if any_missing:
+        notes.append(f"{MISSING} : not evaluated yet (no evaluation file for this cell).")
+    return Table(metric.title, header, rows, notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paper comparison
+# ---------------------------------------------------------------------------------------------
+
+
+def comparison_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
+                    models: Sequence[str] | None = None) -> pl.DataFrame:  # fmt: skip
+    """Per env, dataset and model: our mean HV and B (paper units), our HV / B, and the paper's."""
+    models = ordered_models(models, metrics)
+    stats = cell_stats(metric_long(metrics, baselines, list(datasets), HV, models))
+    rows = []
+    for env, quality, entropy in datasets:
+        b = stats.get((env, quality, entropy, "B"))
+        for m in models:
+            st = stats.get((env, quality, entropy, m))
+            ours = st["mean"] / b["mean"] if st is not None and b is not None and b["mean"] > 0 else None
+            rows.append({
+                "env": env, "quality": quality, "entropy": entropy, "model": m,
+                "n_seeds": st["n"] if st else 0,
+                "our_hv": st["mean"] if st else None, "our_b_hv": b["mean"] if b else None, "our_fraction": ours,
+                "paper_hv": published_hv(env, quality, entropy, m),
+                "paper_b_hv": published_hv(env, quality, entropy, "B"),
+                "paper_fraction": published_fraction(env, quality, entropy, m),
+            })  # fmt: skip
+    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "n_seeds": pl.Int64,
+              "our_hv": pl.Float64, "our_b_hv": pl.Float64, "our_fraction": pl.Float64, "paper_hv": pl.Float64,
+              "paper_b_hv": pl.Float64, "paper_fraction": pl.Float64}  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall's tau-a between two rankings of the same items (None for fewer than two items)."""
+    n = len(a)
+    if n < 2:
+        return None
+    s = sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) for i in range(n) for j in range(i + 1, n))
+    return float(s / (n * (n - 1) / 2))
+
+
+def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]) -> Table:
+    """Wide form of :func:`comparison_long`: one cell "ours / paper" per model, and how well the
+    orderings of the models agree (Kendall's tau over the models both sides have)."""
+    models = [m for m in MODEL_ORDER if m in set(models)]
+    header = [Cell("env"), Cell("dataset"), Cell("B HV ours (unit)"),
+              *[Cell(f"{DISPLAY[m]} ours / paper") for m in models],
+              Cell("rank agreement τ", "rank agreement $\\tau$")]  # fmt: skip
+    by_key = {(r["env"], r["quality"], r["entropy"], r["model"]): r for r in long.iter_rows(named=True)}
+    rows, any_missing, any_unpublished = [], False, False
+
+    def frac(x):
+        return MISSING if x is None else fmt_number(x)[0]
+
+    for env, quality, entropy in datasets:
+        b = next((by_key[(env, quality, entropy, m)]["our_b_hv"] for m in models), None)
+        unit = HV_UNITS.get(env, 1.0)
+        row = [Cell(env), Cell(dataset_label(quality, entropy)),
+               Cell(MISSING if b is None else f"{fmt_number(b)[0]} (×{unit_label(unit)})",
+                    "---" if b is None else f"{fmt_number(b)[1]} ({unit_latex(unit)})")]  # fmt: skip
+        ours_v, paper_v = [], []
+        for m in models:
+            r = by_key[(env, quality, entropy, m)]
+            any_missing |= r["our_fraction"] is None
+            any_unpublished |= r["paper_fraction"] is None
+            row.append(Cell(f"{frac(r['our_fraction'])} / {frac(r['paper_fraction'])}"))
+            if r["our_fraction"] is not None and r["paper_fraction"] is not None:
+                ours_v.append(r["our_fraction"])
+                paper_v.append(r["paper_fraction"])
+        tau = kendall_tau(ours_v, paper_v)
+        row.append(Cell(MISSING if tau is None else f"{tau:+.2f}"))
+        rows.append(row)
+    notes = [
+        "Each cell: the model's mean HV over seeds divided by B's HV on the same dataset, ours / the paper's "
+        "(reference §5, High-H datasets). 1.00 means as good as the behavior front; above 1 the model stitched "
+        "a better front than its data.",
+        "Rank agreement: Kendall's τ between our and the paper's ordering of the models in the row "
+        "(+1 same order, −1 reversed), over the models both sides have.",
+    ]
+    if any_unpublished:
+        notes.append(f"{MISSING} after the slash: the paper publishes no number for this cell (it reports High-H "
+                     f"({PUBLISHED_ENTROPY}-entropy) datasets only).")  # fmt: skip
+    if any_missing:
+        notes.append(f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B front with a "
+                     "positive HV to divide by.")
+    return Table("Paper comparison: HV as a fraction of B, ours / published", header, rows, notes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderers
+# ---------------------------------------------------------------------------------------------
+
+
+def to_markdown(table: Table) -> str:
+    def md(c: Cell) -> str:
+        return f"**{c.text}**" if c.bold else c.text
+
+    lines = ["| " + " | ".join(md(c) for c in table.header) + " |", "|" + "---|" * len(table.header)]
+    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in table.rows]
+    if table.notes:
+        lines.append("")
+        lines += [f"{n}  " for n in table.notes[:-1]] + [table.notes[-1]]
+    return "\n".join(lines)
+
+
+def to_latex(table: Table, label: str | None = None) -> str:
+    """A booktabs ``table`` environment, ready to paste (needs ``\\usepackage{booktabs}``)."""
+
+    def tex(c: Cell) -> str:
+        return f"\\textbf{{{c.tex}}}" if c.bold else c.tex
+
+    n_cols = len(table.header)
+    spec = "l" * table.n_label_columns + "r" * (n_cols - table.n_label_columns)
+    out = [
+        "% Generated by morl.tables; needs \\usepackage{booktabs} and \\usepackage{graphicx}.",
+        "\\begin{table}[t]",
+        "\\centering",
+        f"\\caption{{{latex_escape(table.title)}}}",
+    ]
+    if label:
+        out.append(f"\\label{{{label}}}")
+    out += [
+        "\\resizebox{\\linewidth}{!}{%",
+        f"\\begin{{tabular}}{{{spec}}}",
+        "\\toprule",
+        " & ".join(tex(c) for c in table.header) + " \\\\",
+        "\\midrule",
+    ]
+    out += [" & ".join(tex(c) for c in row) + " \\\\" for row in table.rows]
+    out += ["\\bottomrule", "\\end{tabular}%", "}"]
+    if table.notes:
+        out.append("\\par\\smallskip\\footnotesize")
+        out += [latex_escape(n) + ("\\\\" if i < len(table.notes) - 1 else "") for i, n in enumerate(table.notes)]
+    out.append("\\end{table}")
+    return "\n".join(out) + "\n"
+
+
+def to_html(table: Table, table_id: str | None = None) -> str:
+    def td(c: Cell, tag: str, i: int) -> str:
+        cls = ' class="num"' if i >= table.n_label_columns else ""
+        text = html.escape(c.text)
+        return f"<{tag}{cls}>{'<strong>' + text + '</strong>' if c.bold else text}</{tag}>"
+
+    ident = f' id="{table_id}"' if table_id else ""
+    out = [f"<table{ident}>", f"<caption>{html.escape(table.title)}</caption>", "<thead><tr>"]
+    out += [td(c, "th", i) for i, c in enumerate(table.header)]
+    out += ["</tr></thead>", "<tbody>"]
+    for row in table.rows:
+        out.append("<tr>" + "".join(td(c, "td", i) for i, c in enumerate(row)) + "</tr>")
+    out.append("</tbody></table>")
+    if table.notes:
+        out.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in table.notes) + "</ul>")
+    return "\n".join(out)
+
+
+HTML_STYLE = """
+.morl-tables { font-family: system-ui, sans-serif; font-size: 13px; color: #111; overflow-x: auto; }
+.morl-tables table { border-collapse: collapse; margin: 14px 0 4px; }
+.morl-tables caption { text-align: left; font-weight: 700; font-size: 15px; padding: 4px 0; }
+.morl-tables th, .morl-tables td { padding: 3px 8px; border-bottom: 1px solid #ddd; white-space: nowrap; }
+.morl-tables thead th { border-bottom: 2px solid #444; text-align: left; }
+.morl-tables .num { text-align: right; font-variant-numeric: tabular-nums; }
+.morl-tables .notes { font-size: 12px; color: #444; margin: 4px 0 12px; padding-left: 18px; max-width: 60rem; }
+.morl-tables figure { margin: 16px 0; }
+.morl-tables figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+.morl-tables figcaption { font-size: 12px; color: #444; max-width: 60rem; }
+/* inside the Snakemake report's front page: use the width left by the menu and the rule graph */
+.max-w-lg:has(.morl-tables) { max-width: calc(100vw - 34rem); min-width: 30rem; }
+/* ... and start at the top: a centred page taller than the window would lose its first lines */
+.items-center:has(.morl-tables) { align-items: flex-start; }
+.justify-center:has(.morl-tables) { justify-content: flex-start; }
+"""
+
+
+def html_document(tables: Sequence[str], figures: Sequence[tuple[str, str | bytes]] = (),
+                  title: str = "Results") -> str:  # fmt: skip
+    """A self-contained HTML page: the given table HTML, then the figures, each (caption, PNG path
+    or bytes) embedded as a data URI, so the page needs no other file."""
+    import base64
+    from pathlib import Path
+
+    parts = list(tables)
+    for caption, png in figures:
+        data = png if isinstance(png, bytes) else Path(png).read_bytes()
+        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        parts.append(f'<figure><img src="{uri}" alt="{html.escape(caption)}">'
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")  # fmt: skip
+    body = "\n".join(parts)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>\n<style>{HTML_STYLE}</style></head>\n"
+        f'<body><div class="morl-tables">\n<h2>{html.escape(title)}</h2>\n{body}\n</div></body></html>\n'
+    )

@@ -1,0 +1,300 @@
+"""Tables, paper comparison and plots of the aggregate step, on small synthetic evaluation files
+whose HV and SP are easy to compute by hand."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import polars as pl
+import pytest
+
+from morl.aggregate import aggregate, collect_metrics
+from morl.evaluate import write_evaluation
+from morl.metrics import pareto_front
+from morl.paper import PUBLISHED_HV, published_fraction, published_hv
+from morl.tables import kendall_tau, latex_escape
+
+ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (reference §5)
+
+
+def fake_eval(path, quality, entropy, model, seed, returns, prefs=None):
+    returns = np.asarray(returns, float)
+    prefs = np.linspace([0, 1], [1, 0], len(returns)) if prefs is None else np.asarray(prefs, float)
+    n = len(returns)
+    res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": returns, "lengths": np.full(n, 500.0),
+           "seeds": np.zeros((n, 1), int), "summary": {}}  # fmt: skip
+    meta = {"kind": "model", "env_id": ENV, "quality": quality, "entropy": entropy, "model": model, "train_seed": seed}
+    write_evaluation(path, res, meta)
+    return path
+
+
+def fake_front(path, behavior, zero, random):
+    pts = np.concatenate([behavior, zero, random]).astype(float)
+    prefs = np.tile(np.linspace([0, 1], [1, 0], len(behavior)), (3, 1))
+    res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": pts, "lengths": np.full(len(pts), 500.0),
+           "seeds": np.zeros((len(pts), 1), int), "summary": {}}  # fmt: skip
+    names = np.repeat(["behavior", "zero", "random"], len(behavior))
+    write_evaluation(path, res, {"kind": "behavior", "env_id": ENV}, policy_names=names)
+    return path
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+    """Expert high-H: MODT(P) on two seeds, BC on two seeds; amateur high-H and expert low-H: nothing yet.
+
+    By hand (reference point at the origin; HV unit 1e6, SP unit 1e4):
+      MODT(P) seed 0: {(1000, 2000), (2000, 1000)}: HV = 1000*2000 + 1000*1000 = 3e6; SP = (1000^2 + 1000^2)/1 = 2e6
+      MODT(P) seed 1: {(2000, 2000)}: HV 4e6, SP 0           -> HV 3.50 ± 0.50, SP 100.00 ± 100.00
+      BC seed 0: {(1000, 1000), (500, 500)}: HV 1e6, SP 0 (one non-dominated point)
+      BC seed 1: {(1500, 1000)}: HV 1.5e6, SP 0              -> HV 1.25 ± 0.25, SP 0.00 ± 0.00
+      B: {(2000, 2500), (2500, 2000)}: HV = 2000*2500 + 500*2000 = 6e6; SP = 2*500^2 = 5e5 -> 6.00, 50.00
+    """
+    d = tmp_path / "evals"
+    d.mkdir()
+    evals = [
+        fake_eval(d / "dtp0.parquet", "expert", "high", "dt-p", 0, [[1000, 2000], [2000, 1000]]),
+        fake_eval(d / "dtp1.parquet", "expert", "high", "dt-p", 1, [[2000, 2000], [2000, 2000]]),
+        fake_eval(d / "bc0.parquet", "expert", "high", "bc", 0, [[1000, 1000], [500, 500]]),
+        fake_eval(d / "bc1.parquet", "expert", "high", "bc", 1, [[1500, 1000], [1500, 1000]]),
+    ]
+    front = fake_front(d / "front.parquet", [[2000, 2500], [2500, 2000]], [[900, 900], [900, 900]], [[10, 10], [5, 5]])
+    curves = {}
+    for i, e in enumerate(evals):
+        c = d / f"curve{i}.csv"
+        c.write_text("step,loss,lr\n" + "".join(f"{s},{1.0 / (s + i)},0.001\n" for s in range(1, 6)))
+        curves[str(e)] = c
+    datasets = [(ENV, "expert", "high"), (ENV, "amateur", "high"), (ENV, "expert", "low")]
+    return {"evals": evals, "front": front, "curves": curves, "datasets": datasets, "dir": tmp_path}
+
+
+def run_aggregate(s, **kw):
+    kw.setdefault("models", ["dt-p", "bc"])
+    return aggregate(s["evals"], [s["front"]], s["dir"] / "tables", datasets=s["datasets"],
+                     curves=s["curves"], **kw)  # fmt: skip
+
+
+def test_metric_tables_match_hand_computation(synthetic):
+    out = run_aggregate(synthetic, seeds=[0, 1], plots=False)
+    hv = out["hv_md"].read_text()
+    assert "| env | dataset | unit | B | MODT(P) | BC |" in hv
+    assert "| MO-HalfCheetah-v2 | expert high-H | ×1e6 | 6.00 | **3.50 ± 0.50** | 1.25 ± 0.25 |" in hv
+    # rows are in the paper's order: expert before amateur, high before low entropy
+    assert hv.index("expert high-H") < hv.index("expert low-H") < hv.index("amateur high-H")
+    # missing cells: "—" with a footnote; B is per env, so it is known in every row
+    assert "| MO-HalfCheetah-v2 | amateur high-H | ×1e6 | 6.00 | — | — |" in hv
+    assert "— : not evaluated yet" in hv
+    assert "†" not in hv  # every cell that exists has both configured seeds
+
+    sp = out["sp_md"].read_text()
+    assert "| MO-HalfCheetah-v2 | expert high-H | ×1e4 | 50.00 | 100.00 ± 100.00 | **0.00 ± 0.00** |" in sp
+
+    # the CSV: raw numbers, one row per cell and seed (B has no seed)
+    csv = pl.read_csv(out["hv_csv"])
+    expert = csv.filter((pl.col("quality") == "expert") & (pl.col("entropy") == "high"))
+    assert expert["model"].to_list() == ["B", "dt-p", "dt-p", "bc", "bc"]
+    assert expert["value"].to_list() == pytest.approx([6e6, 3e6, 4e6, 1e6, 1.5e6])
+    assert expert["value_in_units"].to_list() == pytest.approx([6.0, 3.0, 4.0, 1.0, 1.5])
+    assert expert["seed"].to_list() == [None, 0, 1, 0, 1]
+    assert len(csv) == 5 + 2  # B alone in the two rows without evaluations
+
+    metrics = pl.read_csv(out["metrics"])
+    assert len(metrics) == 4 and set(metrics.columns) >= {"hv", "sp", "rd", "eu", "n_nondominated"}
+    assert "| MO-HalfCheetah-v2 | 6.000 | 0.810 | 0.000 |" in out["results"].read_text()
+
+
+def test_fewer_seeds_than_configured_are_marked(synthetic):
+    out = run_aggregate(synthetic, seeds=[0, 1, 2], plots=False)
+    hv = out["hv_md"].read_text()
+    assert "**3.50 ± 0.50†** | 1.25 ± 0.25† |" in hv and "fewer seeds evaluated than configured (3)" in hv
+
+
+def test_single_seed_cells_and_tiny_values(tmp_path):
+    e = fake_eval(tmp_path / "a.parquet", "expert", "high", "rvs-p", 0, [[3.0, 4.0]])  # HV 12 -> 1.2e-05 x1e6
+    out = aggregate([e], [], tmp_path / "t", models=["rvs-p"], plots=False)
+    assert "| MO-HalfCheetah-v2 | expert high-H | ×1e6 | — | **1.2e-05** |" in out["hv_md"].read_text()
+
+
+def test_paper_comparison_fractions(synthetic):
+    out = run_aggregate(synthetic, seeds=[0, 1], plots=False)
+    md = out["paper_comparison_md"].read_text()
+    # ours: 3.5 / 6 = 0.58 and 1.25 / 6 = 0.21; paper (expert HalfCheetah): MODT(P) 5.73 / 5.79, BC 1.53 / 5.79
+    assert "| MO-HalfCheetah-v2 | expert high-H | 6.00 (×1e6) | 0.58 / 0.99 | 0.21 / 0.26 | +1.00 |" in md
+    # amateur: not evaluated yet, the paper has MODT(P) 5.69 / 5.68 and BC 2.92 / 5.68
+    assert "| MO-HalfCheetah-v2 | amateur high-H | 6.00 (×1e6) | — / 1.00 | — / 0.51 | — |" in md
+    # low entropy: the paper has no numbers
+    assert "| MO-HalfCheetah-v2 | expert low-H | 6.00 (×1e6) | — / — | — / — | — |" in md
+    assert "reports High-H" in md
+    csv = pl.read_csv(out["paper_comparison_csv"])
+    row = csv.filter((pl.col("quality") == "expert") & (pl.col("entropy") == "high") & (pl.col("model") == "dt-p"))
+    assert row["our_fraction"][0] == pytest.approx(3.5 / 6)
+    assert row["paper_fraction"][0] == pytest.approx(5.73 / 5.79)
+    assert row["paper_hv"][0] == pytest.approx(5.73) and row["paper_b_hv"][0] == pytest.approx(5.79)
+
+
+def test_published_numbers_are_the_reference_table():
+    assert len(PUBLISHED_HV) == 12 * 7  # 6 envs x 2 qualities; B and six models
+    assert published_hv("MO-Hopper-v3", "expert", "high", "rvs-p") == 3.42
+    assert published_hv("MO-Walker2d-v2", "amateur", "high", "B") == 4.99
+    assert published_hv("MO-Swimmer-v2", "expert", "high", "bc") == 1.68
+    assert published_hv("MO-Ant-v2", "expert", "medium", "dt-p") is None
+    assert published_fraction("MO-Ant-v2", "amateur", "high", "rvs-p") == pytest.approx(6.07 / 5.61)
+    assert published_fraction("mo-halfcheetah-v5", "expert", "high", "dt-p") is None
+
+
+def test_kendall_tau():
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
+    assert kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
+    assert kendall_tau([1, 2, 3], [10, 30, 20]) == pytest.approx(1 / 3)
+    assert kendall_tau([1], [1]) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# LaTeX
+# ---------------------------------------------------------------------------------------------
+
+
+def check_tabular(tex: str) -> int:
+    """Balanced braces and environments; every row of every tabular has as many cells as its
+    column spec. Returns the number of table rows checked."""
+    depth = 0
+    for i, ch in enumerate(tex):
+        if ch in "{}" and (i == 0 or tex[i - 1] != "\\"):
+            depth += 1 if ch == "{" else -1
+            assert depth >= 0, f"unbalanced '}}' at {i}"
+    assert depth == 0, "unbalanced braces"
+    stack = []
+    for kind, env in re.findall(r"\\(begin|end)\{(\w+)\}", tex):
+        if kind == "begin":
+            stack.append(env)
+        else:
+            assert stack and stack.pop() == env, f"\\end{{{env}}} does not close the open environment"
+    assert not stack, f"unclosed environments {stack}"
+    n_rows = 0
+    for spec, body in re.findall(r"\\begin\{tabular\}\{([lrc]+)\}(.*?)\\end\{tabular\}", tex, re.S):
+        assert "\\toprule" in body and "\\midrule" in body and "\\bottomrule" in body
+        rows = [r for r in re.sub(r"\\(top|mid|bottom)rule", "", body).split("\\\\") if r.strip().strip("%")]
+        for r in rows:
+            cells = re.split(r"(?<!\\)&", r)
+            assert len(cells) == len(spec), f"row has {len(cells)} cells, spec {spec!r}: {r!r}"
+        n_rows += len(rows)
+    assert n_rows > 0, "no tabular found"
+    return n_rows
+
+
+def test_latex_tables_are_balanced_booktabs_and_compile(synthetic, tmp_path):
+    out = run_aggregate(synthetic, seeds=[0, 1, 2], plots=False)
+    texts = {name: out[f"{name}_tex"].read_text() for name in ("hv", "sp", "paper_comparison")}
+    assert check_tabular(texts["hv"]) == 1 + 3  # header + three datasets
+    assert "\\textbf{3.50 $\\pm$ 0.50$^\\dagger$}" in texts["hv"]
+    assert "MO-HalfCheetah-v2 & amateur high-H & $\\times 10^{6}$ & 6.00 & --- & --- \\\\" in texts["hv"]
+    for text in texts.values():
+        check_tabular(text)
+        assert text.isascii(), "pdflatex needs every non-ASCII character spelled as a macro"
+    with pytest.raises(AssertionError):
+        check_tabular(texts["hv"].replace(" & --- \\\\", " \\\\", 1))  # the check can fail
+    if shutil.which("pdflatex") is None:
+        print("pdflatex not installed: checked the LaTeX structurally only")
+        return
+    doc = tmp_path / "doc.tex"
+    body = "\n".join(f"\\input{{{out[f'{n}_tex'].with_suffix('')}}}" for n in texts)
+    doc.write_text("\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
+                   f"\\begin{{document}}\n{body}\n\\end{{document}}\n")  # fmt: skip
+    res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert (tmp_path / "doc.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_latex_escape():
+    assert latex_escape("a_b & 50% — ±") == "a\\_b \\& 50\\% --- $\\pm$"
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------------------------
+
+
+def test_plot_files_exist_and_are_not_empty(synthetic):
+    out = run_aggregate(synthetic, seeds=[0, 1])
+    kinds = {k.split(":")[0] for k in out if ":" in k}
+    assert kinds == {"plot", "preference", "curves", "hv"}
+    # Pareto: B's front exists for every dataset row; the others only where a model was evaluated
+    assert {k for k in out if k.startswith("plot:")} == {f"plot:{ENV}/{q}-{h}" for _, q, h in synthetic["datasets"]}
+    assert {k for k in out if k.startswith("preference:")} == {f"preference:{ENV}/expert-high"}
+    for key, png in out.items():
+        if ":" not in key:
+            continue
+        pdf = png.with_suffix(".pdf")
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
+        assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 1000, pdf
+    summary = out["summary"].read_text()
+    assert summary.count('<img src="data:image/png;base64,') == 1 + 3  # HV bars + three Pareto plots
+    assert "<strong>3.50 ± 0.50</strong>" in summary
+
+
+def test_plots_have_the_expected_series(synthetic):
+    from morl.plots import curves_figure, hv_bars_figure, legend_labels, pareto_figure, preference_figure
+
+    a = np.array([[1.0, 3.0], [2.0, 2.0], [3.0, 1.0], [1.0, 1.0]])
+    fig = pareto_figure("t", {"dt-p": [a, a + 1], "rvs-p": [a * 2], "bc": [a]}, behavior=a * 3,
+                        objectives=("run", "energy"))  # fmt: skip
+    (labels,) = legend_labels(fig)
+    assert [lab.split(" (")[0] for lab in labels] == ["B", "MODT(P)", "MORvS(P)", "BC"]
+    assert labels[1] == "MODT(P) (3 non-dominated)"  # (1,3)+1 etc.: a+1 dominates a; its 3-point front
+    ax = fig.axes[0]
+    assert len(ax.collections) == 4 and len(ax.lines) == 4  # faint points and front line per series
+    assert ax.get_xlabel() == "return: run"
+
+    b3 = np.abs(np.random.default_rng(0).normal(size=(6, 3))) + 0.1
+    fig = pareto_figure("t", {"dt": [b3]}, behavior=None, objectives=("run", "jump", "energy"))
+    assert len(fig.axes) == 3 and legend_labels(fig) == [[f"MODT ({len(pareto_front(b3))} non-dominated)"]]
+
+    w = np.linspace([0, 1], [1, 0], 4)
+    fig = preference_figure("t", {"dt-p": [(w, w * 100)], "bc": [(w, np.ones_like(w))]}, objectives=("run", "energy"))
+    assert legend_labels(fig) == [["run"], ["run"]]  # the second objective mirrors the first
+    fig = preference_figure("t", {"dt": [(np.full((2, 3), 1 / 3), np.ones((2, 3)))]}, objectives=("a", "b", "c"))
+    assert legend_labels(fig) == [["a", "b", "c"]]
+    assert "RD 0.000" in fig.axes[0].get_title()  # the returns split exactly as asked
+
+    stats = pl.DataFrame({"quality": ["expert", "expert", "amateur"], "entropy": ["high", "low", "high"],
+                          "model": ["B", "dt-p", "dt-p"], "mean": [1.0, 2.0, 3.0], "std": [0.0, 0.1, 0.2],
+                          "n": [1, 3, 3]})  # fmt: skip
+    fig = hv_bars_figure("t", stats, "1e6")
+    assert legend_labels(fig) == [["B", "MODT(P)"]] and len(fig.axes) == 2
+    assert [len(c) for c in fig.axes[0].containers if hasattr(c, "patches")] == [2, 2]  # high, low
+
+    curve = pl.DataFrame({"step": [1, 2, 3], "loss": [1.0, 0.5, 0.25], "lr": [1e-3] * 3})
+    fig = curves_figure("t", {"bc": [curve, curve.with_columns(pl.col("loss") * 2)], "dt-p": [curve]})
+    assert legend_labels(fig) == [["MODT(P) (1 seed)", "BC (2 seeds)"]]
+    assert fig.axes[0].lines[1].get_ydata().tolist() == pytest.approx([1.5, 0.75, 0.375])  # mean over seeds
+
+
+def test_bad_curve_file_is_named(synthetic):
+    bad = synthetic["dir"] / "bad.csv"
+    bad.write_text("epoch,value\n1,2\n")
+    synthetic["curves"][str(synthetic["evals"][0])] = bad
+    with pytest.raises(ValueError, match="bad.csv: a training curve needs columns step and loss"):
+        run_aggregate(synthetic, plots=True)
+
+
+def test_cli_aggregate_with_curves(synthetic, capsys):
+    from morl.cli import main
+
+    ev = [str(e) for e in synthetic["evals"]]
+    cv = [str(synthetic["curves"][e]) for e in ev]
+    out_dir = synthetic["dir"] / "cli"
+    assert main(["aggregate", "--evaluations", *ev, "--fronts", str(synthetic["front"]), "--curves", *cv,
+                 "--seeds", "0", "1", "--out-dir", str(out_dir)]) == 0  # fmt: skip
+    assert "**3.50 ± 0.50**" in capsys.readouterr().out
+    assert (out_dir / "plots/curves" / f"{ENV}_expert-high.png").exists()
+    assert main(["aggregate", "--evaluations", *ev, "--curves", cv[0], "--out-dir", str(out_dir)]) == 2
+    assert "give one training curve per evaluation" in capsys.readouterr().err
+
+
+def test_collect_metrics_reads_every_file(synthetic):
+    metrics, baselines = collect_metrics(synthetic["evals"], [synthetic["front"]])
+    assert sorted(metrics["hv"].to_list()) == pytest.approx([1e6, 1.5e6, 3e6, 4e6])
+    assert baselines.filter(pl.col("policy") == "behavior")["hv"][0] == pytest.approx(6e6)
