@@ -109,36 +109,19 @@ def ordered_models(models: Iterable[str] | None, metrics: pl.DataFrame) -> list[
     return [m for m in MODEL_ORDER if m in chosen] or list(MODEL_ORDER)
 
 
-_LATEX_SYMBOLS = {"τ": "$\\tau$", "−": "$-$", "§": "\\S{}", "Σ": "$\\Sigma$", "·": "$\\cdot$", "≥": "$\\geq$",
-                  "≤": "$\\leq$", "–": "--"}  # fmt: skip
+# Characters LaTeX treats specially, and the non-ASCII ones our tables use.
+_LATEX_REPLACEMENTS = {
+    **{ch: "\\" + ch for ch in "&%$#_{}"},
+    "\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}",
+    MISSING: "---", "±": "$\\pm$", "×": "$\\times$", PARTIAL_MARK: "$^\\dagger$",
+    "τ": "$\\tau$", "−": "$-$", "§": "\\S{}", "Σ": "$\\Sigma$", "·": "$\\cdot$", "≥": "$\\geq$",
+    "≤": "$\\leq$", "–": "--",
+}  # fmt: skip
 
 
 def latex_escape(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in "&%$#_{}":
-            out.append("\\" + ch)
-        elif ch == "\\":
-            out.append("\\textbackslash{}")
-        elif ch == "~":
-            out.append("\\textasciitilde{}")
-        elif ch == "^":
-            out.append("\\textasciicircum{}")
-        elif ch == MISSING:
-            out.append("---")
-        elif ch == "±":
-            out.append("$\\pm$")
-        elif ch == "×":
-            out.append("$\\times$")
-        elif ch == PARTIAL_MARK:
-            out.append("$^\\dagger$")
-        elif ch in _LATEX_SYMBOLS:
-            out.append(_LATEX_SYMBOLS[ch])
-        elif ord(ch) > 127:
-            out.append("?")  # pdflatex would stop at a character it has no glyph for
-        else:
-            out.append(ch)
-    return "".join(out)
+    # Any other non-ASCII character becomes "?": pdflatex stops at a character it has no glyph for.
+    return "".join(_LATEX_REPLACEMENTS.get(ch, ch if ord(ch) < 128 else "?") for ch in text)
 
 
 # ---------------------------------------------------------------------------------------------
