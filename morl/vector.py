@@ -23,9 +23,9 @@ fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` r
   When ``next_seeds`` runs out, slots stop as in evaluation.  :attr:`BatchedEnv.episode_ids`
   numbers episodes in the order they start (``0 .. B-1`` for the first ones).
 
-**Every core.** With ``num_workers > 1`` the slots are split into contiguous blocks, each owned
-by a worker process that steps its block; actions and results travel through shared memory, one
-message per worker and step.  Each slot's computation is the same wherever it runs, so the
+**Every core.** With ``num_workers = W > 1`` the slots are split into W contiguous blocks: the
+calling process steps the first, and W - 1 worker processes one each; actions and results travel
+through shared memory, one message per worker and step.  Each slot's computation is the same wherever it runs, so the
 number of workers changes the speed, never the results.  The workers are started with "spawn",
 which imports the caller's main script in each of them: a script that makes a ``BatchedEnv`` with
 ``num_workers > 1`` must keep its top-level work under ``if __name__ == "__main__":`` (as
@@ -169,19 +169,24 @@ class BatchedEnv:
         self._next_seeds: Iterator[int] | None = None
         self._was_reset = False
         self._closed = False
-        self._group = None
         self._workers: list[tuple[Any, Any, range]] = []
-        if self.num_workers == 1:
-            self._group = make_slot_group(env_id, range(B), self._buf)
-        else:
-            self._start_workers(env_id, sizes)
+        # Block 0 is stepped in this process, the others by worker processes: with W blocks on
+        # W cores every core works, and each step costs W - 1 messages, not W.
+        bounds = np.linspace(0, B, self.num_workers + 1).astype(int)
+        self._local = range(0, int(bounds[1]))
+        self._group = None
+        try:
+            self._start_workers(env_id, sizes, bounds[1:])
+            self._group = make_slot_group(env_id, self._local, self._buf)
+        except BaseException:
+            self.close()
+            raise
 
-    def _start_workers(self, env_id: str, sizes: tuple[int, int, int, int]) -> None:
+    def _start_workers(self, env_id: str, sizes: tuple[int, int, int, int], bounds: np.ndarray) -> None:
         # "spawn": the children import only numpy, mujoco and morl.envs, whatever threads
         # (torch's, say) the parent runs.
         ctx = mp.get_context("spawn")
-        bounds = np.linspace(0, self.batch_size, self.num_workers + 1).astype(int)
-        try:
+        if len(bounds) > 1:
             for lo, hi in zip(bounds[:-1], bounds[1:]):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_worker_main, args=(env_id, (int(lo), int(hi)), sizes,
@@ -190,9 +195,6 @@ class BatchedEnv:
                 child.close()
                 self._workers.append((proc, parent, range(int(lo), int(hi))))
             self._gather(range(len(self._workers)))
-        except BaseException:
-            self.close()
-            raise
 
     # ---------------------------------------------------------------- state of the episodes
 
@@ -282,12 +284,12 @@ class BatchedEnv:
         if idx.size == 0:
             return buf.obs.copy(), buf.rewards.copy(), buf.terminated.copy(), buf.truncated.copy()
         buf.actions[idx] = clip_actions(spec, actions[idx])
-        if self._group is not None:
-            self._group.step(idx)
-        else:
-            for w, (_, conn, _) in enumerate(self._workers):
-                conn.send(("step",))
-            self._gather(range(len(self._workers)))
+        for _, conn, _ in self._workers:
+            conn.send(("step",))
+        local = idx[idx < self._local.stop]
+        if local.size:
+            self._group.step(local)
+        self._gather(range(len(self._workers)))
         self._lengths[idx] += 1
         buf.truncated[idx] |= self._lengths[idx] >= spec.max_episode_steps
         self._returns[idx] += buf.rewards[idx]
@@ -319,15 +321,15 @@ class BatchedEnv:
     def _reset_slots(self, slots: np.ndarray, seeds: list[int]) -> None:
         self._lengths[slots] = 0
         self._returns[slots] = 0.0
-        if self._group is not None:
-            self._group.reset(slots, seeds)
-            return
         busy = []
         for w, (_, conn, owned) in enumerate(self._workers):
             mine = [k for k, s in enumerate(slots) if owned.start <= s < owned.stop]
             if mine:
                 conn.send(("reset", slots[mine], [seeds[k] for k in mine]))
                 busy.append(w)
+        local = [k for k, s in enumerate(slots) if s < self._local.stop]
+        if local:
+            self._group.reset(slots[local], [seeds[k] for k in local])
         self._gather(busy)
 
     def _gather(self, workers: Iterable[int]) -> None:

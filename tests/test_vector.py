@@ -47,7 +47,7 @@ def _batched_episodes(env_id, B, seeds, table, num_workers):
     return episodes, started
 
 
-@pytest.mark.parametrize("num_workers", [1, 2])
+@pytest.mark.parametrize("num_workers", [1, 2, 3])
 def test_autoreset_runs_every_seed_once_and_matches_single_envs(num_workers):
     env_id, B = "MO-Hopper-v3", 3
     seeds = [5, 6, 7, 8, 9, 10, 11]
@@ -84,19 +84,19 @@ def test_autoreset_restarted_row_holds_the_new_episodes_first_observation():
 
 
 def test_worker_processes_are_stopped_and_errors_name_the_task():
-    benv = BatchedEnv("MO-HalfCheetah-v2", 4, num_workers=2)
+    benv = BatchedEnv("MO-HalfCheetah-v2", 6, num_workers=3)
     procs = [p for p, _, _ in benv._workers]
-    assert len(procs) == 2 and all(p.is_alive() for p in procs)
-    benv.reset([0, 1, 2, 3])
+    assert len(procs) == 2 and all(p.is_alive() for p in procs)  # the caller steps the first block
+    benv.reset([0, 1, 2, 3, 4, 5])
     with pytest.raises(ValueError, match="non-negative"):
-        benv.reset([0, 1, 2, -1])
+        benv.reset([0, 1, 2, 3, 4, -1])
     benv.close()
     assert all(not p.is_alive() for p in procs)
     with pytest.raises(RuntimeError, match="closed"):
-        benv.step(np.zeros((4, 6)))
-    # More workers than slots: one per slot.
+        benv.step(np.zeros((6, 6)))
+    # More workers than slots: one block per slot.
     with BatchedEnv("MO-HalfCheetah-v2", 2, num_workers=8) as small:
-        assert small.num_workers == 2
+        assert small.num_workers == 2 and len(small._workers) == 1
         small.reset([0, 1])
         small.step(np.zeros((2, 6)))
     with pytest.raises(ValueError, match="num_workers"):
