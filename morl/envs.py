@@ -503,7 +503,6 @@ class ExternalEnvSpec:
     act_low: tuple[float, ...]
     act_high: tuple[float, ...]
     max_episode_steps: int
-    source: str = "mo-gymnasium"
 
     @property
     def act_dim(self) -> int:

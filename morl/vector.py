@@ -88,10 +88,6 @@ class _Buffers:
                     arr[...] = 0
             setattr(self, key, arr)
 
-    def spec(self) -> dict[str, Any]:
-        """What a worker needs to attach to the same shared arrays."""
-        return {"names": dict(self.names)}
-
     def close(self, unlink: bool) -> None:
         for key in self.layout:
             setattr(self, key, None)
