@@ -7,14 +7,14 @@ reported, so a busy moment on a shared machine does not count against one side o
   episode ends: what a per-env Python loop gets;
 - **batched**: :class:`morl.vector.BatchedEnv` with B slots (default 501, the size of the
   two-objective preference grid) in collection mode (slots restart when their episode ends), with
-  1 worker and with ``--workers`` worker processes (default: every core);
+  1 worker and with ``--workers`` workers (default: every core; MuJoCo threads for these tasks);
 - **floor**: ``mujoco.rollout`` (C++ threads, no Python per step) running the same B
   trajectories of the same number of physics steps from reset states with the same controls,
   with 1 and with ``--workers`` threads.  It computes no rewards or observations and never
   resets, so it bounds what any Python stepper can reach.
 
-Env-steps/s count one environment step (``frame_skip`` physics steps) per slot.  Worker start-up
-(spawning processes, compiling the model) is timed apart and not counted.
+Env-steps/s count one environment step (``frame_skip`` physics steps) per slot.  Start-up
+(compiling the model, starting threads) is timed apart and not counted.
 
     python benchmarks/env_throughput.py [--envs MO-HalfCheetah-v2,...] [--batch 501] [--steps 100]
 """
@@ -112,7 +112,7 @@ def main() -> None:
           f"mujoco {mujoco.__version__}, B = {args.batch}, {args.steps} steps per slot, best of {args.repeats}")
     print()
     print(f"| task | single env | batched, 1 worker | batched, {W} workers | floor, 1 thread | "
-          f"floor, {W} threads | batched / floor (1) | batched / floor ({W}) | worker start-up |")
+          f"floor, {W} threads | batched / floor (1) | batched / floor ({W}) | start-up |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for env_id in args.envs.split(","):
         spec = get_spec(env_id)

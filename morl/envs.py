@@ -625,7 +625,8 @@ def _compile_xml(path: str) -> mujoco.MjModel:
 
 
 def load_model(spec: EnvSpec) -> mujoco.MjModel:
-    """Compile the task's XML and set the actuator control range to the D4MORL action bounds."""
+    """Compile the task's XML, set the actuator control range to the D4MORL action bounds and
+    turn off the constraint solver's warm start."""
     path = os.path.join(assets_dir(), spec.xml)
     if not os.path.isfile(path):
         raise ValueError(f"{spec.id}: model file {path} not found (is gymnasium installed?)")
@@ -638,6 +639,11 @@ def load_model(spec: EnvSpec) -> mujoco.MjModel:
     # clipped by clip_actions() is exactly the control that is applied.
     model.actuator_ctrlrange[:, 0] = spec.act_low
     model.actuator_ctrlrange[:, 1] = spec.act_high
+    # Without warm start a step depends only on the full-physics state (qpos, qvel, time), not
+    # on the previous step's accelerations, which that state does not hold.  This is what lets
+    # the batched stepper run slots through mujoco.rollout, which takes and returns exactly that
+    # state, and still match MOMujocoEnv bit for bit (docs/environments.md).
+    model.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_WARMSTART
     return model
 
 
@@ -845,57 +851,80 @@ def make_env(env_id: str) -> gymnasium.Env:
 
 
 class MujocoSlots:
-    """Slots ``slots`` (a range of batch rows) of a D4MORL task: one ``MjData`` per slot.
+    """Slots ``slots`` (a range of batch rows) of a D4MORL task, stepped by ``mujoco.rollout``.
+
+    Each slot is one row of :attr:`state`, MuJoCo's ``mjSTATE_FULLPHYSICS`` vector (time, qpos,
+    qvel, ...).  A step hands the rows of the running slots and their actions (each held for
+    ``frame_skip`` physics steps) to one ``mujoco.rollout`` call, which runs them in C++ on
+    ``threads`` threads with no Python per slot; rewards, termination and observations are then
+    computed for all of them at once with the functions :class:`MOMujocoEnv` uses.  Because
+    :func:`load_model` turns off the solver's warm start, the full-physics state is all a step
+    depends on, so a slot follows exactly the trajectory of a :class:`MOMujocoEnv` fed the same
+    actions, whichever thread steps it.
 
     ``buffers`` holds the batch arrays ``actions`` (clipped, float64), ``obs``, ``rewards``,
-    ``terminated`` and ``truncated``; :meth:`reset` and :meth:`step` read and write the rows of
-    the slots they are given, with the functions :class:`MOMujocoEnv` uses, vectorised over the
-    slots for rewards, termination and observations.
+    ``terminated`` and ``truncated``; :meth:`reset` and :meth:`step` write the rows of the slots
+    they are given.
     """
 
-    def __init__(self, spec: EnvSpec, slots: range, buffers: Any) -> None:
+    def __init__(self, spec: EnvSpec, slots: range, buffers: Any, threads: int = 1) -> None:
+        from mujoco import rollout  # imported here: only the batched stepper needs it
+
         self.spec, self.buffers, self.lo = spec, buffers, slots.start
-        self.model = load_model(spec)
-        self.dt = control_timestep(spec, self.model)
-        self.init_qpos = self.model.qpos0.copy()
-        self.datas = [mujoco.MjData(self.model) for _ in slots]
-        # Views into each MjData, made once (each attribute access builds a new view).
-        self._ctrl = [d.ctrl for d in self.datas]
-        self._qpos_views = [d.qpos for d in self.datas]
-        self._qvel_views = [d.qvel for d in self.datas]
-        self._qpos = np.zeros((len(slots), self.model.nq))
-        self._qvel = np.zeros((len(slots), self.model.nv))
+        model = self.model = load_model(spec)
+        self.dt = control_timestep(spec, model)
+        self.init_qpos = model.qpos0.copy()
+        n = len(slots)
+        full = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        self._full = full
+        nstate = mujoco.mj_stateSize(model, full)
+        start = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_TIME)
+        self.state = np.zeros((n, nstate))
+        # Writable views of the state rows (the layout is time, qpos, qvel, ...).
+        self.qpos = self.state[:, start:start + model.nq]
+        self.qvel = self.state[:, start + model.nq:start + model.nq + model.nv]
+        self.threads = max(1, min(int(threads), n))
+        self._scratch = mujoco.MjData(model)  # resets are computed here, then stored in `state`
+        self._datas = [mujoco.MjData(model) for _ in range(self.threads)]
+        self._models = [model] * n
+        self._control = np.zeros((n, spec.frame_skip, model.nu))
+        self._out = np.zeros((n, spec.frame_skip, nstate))
+        # nthread=0: no pool, rollouts run on the calling thread.
+        self._runner = rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
 
     def reset(self, slots: Sequence[int], seeds: Sequence[int]) -> None:
         rows = np.asarray(slots, dtype=np.int64) - self.lo
-        for k, seed in zip(rows, seeds):
+        for k, seed in zip(rows.tolist(), seeds):
             rng, _ = seeding.np_random(int(seed))
-            reset_physics(self.spec, self.model, self.datas[k], rng)
-            self._qpos[k] = self._qpos_views[k]
-            self._qvel[k] = self._qvel_views[k]
-        self.buffers.obs[np.asarray(slots)] = compute_observations(self.spec, self._qpos[rows], self._qvel[rows])
+            reset_physics(self.spec, self.model, self._scratch, rng)
+            mujoco.mj_getState(self.model, self._scratch, self.state[k], self._full)
+        self.buffers.obs[np.asarray(slots)] = compute_observations(self.spec, self.qpos[rows], self.qvel[rows])
 
     def step(self, slots: np.ndarray) -> None:
-        spec, model, buf = self.spec, self.model, self.buffers
+        spec, buf = self.spec, self.buffers
         rows = slots - self.lo
+        k = rows.size
+        everyone = k == self.state.shape[0]  # all rows, in order: no gather needed
         actions = buf.actions[slots]
-        qpos_before = self._qpos[rows]
-        nstep, step = spec.frame_skip, mujoco.mj_step
-        datas, ctrl, qpos_views, qvel_views = self.datas, self._ctrl, self._qpos_views, self._qvel_views
-        qpos_buf, qvel_buf = self._qpos, self._qvel
-        for j, k in enumerate(rows.tolist()):
-            ctrl[k][:] = actions[j]
-            step(model, datas[k], nstep=nstep)
-            qpos_buf[k] = qpos_views[k]
-            qvel_buf[k] = qvel_views[k]
-        qpos, qvel = qpos_buf[rows], qvel_buf[rows]
+        qpos_before = self.qpos[rows]
+        control, out = self._control[:k], self._out[:k]
+        control[...] = actions[:, None, :]
+        self._runner.rollout(
+            self._models if everyone else self._models[:k], self._datas,
+            self.state if everyone else self.state[rows], control,
+            nstep=spec.frame_skip, state=out, skip_checks=True,
+        )
+        self.state[rows] = out[:, -1]
+        qpos, qvel = self.qpos[rows], self.qvel[rows]
         buf.rewards[slots] = compute_rewards(spec, qpos_before, qpos, qvel, actions, self.dt, self.init_qpos)
         buf.terminated[slots] = compute_terminated(spec, qpos, qvel)
         buf.truncated[slots] = False
         buf.obs[slots] = compute_observations(spec, qpos, qvel)
 
     def close(self) -> None:
-        pass
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
 
 
 class GymSlots:
@@ -921,10 +950,13 @@ class GymSlots:
             env.close()
 
 
-def make_slot_group(env_id: str, slots: range, buffers: Any) -> MujocoSlots | GymSlots:
-    """The slot group for ``env_id`` (vectorised MuJoCo for D4MORL tasks, else one env per slot)."""
+def make_slot_group(env_id: str, slots: range, buffers: Any, threads: int = 1) -> MujocoSlots | GymSlots:
+    """The slot group for ``env_id``: ``mujoco.rollout`` on ``threads`` threads for D4MORL tasks,
+    else one environment per slot stepped in turn (``threads`` is ignored)."""
     spec = get_spec(env_id)
-    return MujocoSlots(spec, slots, buffers) if is_d4morl_task(env_id) else GymSlots(spec, slots, buffers)
+    if is_d4morl_task(env_id):
+        return MujocoSlots(spec, slots, buffers, threads=threads)
+    return GymSlots(spec, slots, buffers)
 
 
 def _register_with_gymnasium() -> None:

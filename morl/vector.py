@@ -23,15 +23,18 @@ fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` r
   When ``next_seeds`` runs out, slots stop as in evaluation.  :attr:`BatchedEnv.episode_ids`
   numbers episodes in the order they start (``0 .. B-1`` for the first ones).
 
-**Every core.** With ``num_workers = W > 1`` the slots are split into W contiguous blocks: the
-calling process steps the first, and W - 1 worker processes one each; actions and results travel
-through shared memory, one message per worker and step.  Each slot's computation is the same wherever it runs, so the
-number of workers changes the speed, never the results.  The workers are started with "spawn",
-which imports the caller's main script in each of them: a script that makes a ``BatchedEnv`` with
-``num_workers > 1`` must keep its top-level work under ``if __name__ == "__main__":`` (as
-``workflow_scripts/`` do).  (Threads were measured first: MuJoCo
-releases the GIL inside ``mj_step``, but the Python around it does not, and two threads reached
-1.2x one thread at B = 501 on HalfCheetah; ``docs/benchmarks.md``.)
+**Every core.**  ``num_workers = W`` says how many cores step the slots.  For a D4MORL task all
+slots live in this process as rows of MuJoCo full-physics state, and each step is one
+``mujoco.rollout`` call that runs them on W C++ threads with no Python per slot
+(:class:`morl.envs.MujocoSlots`).  Other tasks (MO-Gymnasium ids) are split into W contiguous
+blocks: the calling process steps the first, and W - 1 worker processes one each; actions and
+results travel through shared memory, one message per worker and step.  Each slot's computation
+is the same wherever it runs, so W changes the speed, never the results.  The workers are
+started with "spawn", which imports the caller's main script in each of them: a script that makes
+a ``BatchedEnv`` for such a task with ``num_workers > 1`` must keep its top-level work under
+``if __name__ == "__main__":`` (as ``workflow_scripts/`` do).  (For D4MORL tasks, worker processes
+reached 54-74% of the raw ``mujoco.rollout`` floor with 2 cores and threads inside one rollout
+call 89%; Python threads around ``mj_step`` 1.2x one thread: ``docs/benchmarks.md``.)
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from morl.envs import clip_actions, get_spec, make_slot_group
+from morl.envs import clip_actions, get_spec, is_d4morl_task, make_slot_group
 
 __all__ = ["BatchedEnv"]
 
@@ -139,8 +142,8 @@ class BatchedEnv:
     Args:
         env_id: a D4MORL id (:data:`morl.envs.ENV_SPECS`) or an MO-Gymnasium id.
         batch_size: number of slots B (>= 1).
-        num_workers: processes that step the slots (1 = all in the caller's process).  More
-            workers than slots are not started.
+        num_workers: cores that step the slots: C++ threads for a D4MORL task, processes for
+            other tasks (1 = all on the calling thread).  Capped at ``batch_size``.
 
     Attributes:
         spec: the task's spec (sizes, bounds, episode cap).
@@ -156,7 +159,10 @@ class BatchedEnv:
         self.obs_dim, self.act_dim, self.n_obj = spec.obs_dim, spec.act_dim, spec.n_obj
         B = self.batch_size
         sizes = (B, spec.obs_dim, spec.act_dim, spec.n_obj)
-        self._buf = _Buffers(*sizes, shared=self.num_workers > 1)
+        # D4MORL tasks: every slot in this process, stepped by mujoco.rollout's C++ threads.
+        # Other tasks: worker processes, one block of slots each, through shared memory.
+        use_processes = self.num_workers > 1 and not is_d4morl_task(env_id)
+        self._buf = _Buffers(*sizes, shared=use_processes)
         self._lengths = np.zeros(B, dtype=np.int64)
         self._returns = np.zeros((B, spec.n_obj), dtype=np.float64)
         self._final_obs = np.zeros((B, spec.obs_dim), dtype=np.float32)
@@ -166,14 +172,15 @@ class BatchedEnv:
         self._was_reset = False
         self._closed = False
         self._workers: list[tuple[Any, Any, range]] = []
-        # Block 0 is stepped in this process, the others by worker processes: with W blocks on
-        # W cores every core works, and each step costs W - 1 messages, not W.
-        bounds = np.linspace(0, B, self.num_workers + 1).astype(int)
+        # With processes, block 0 is stepped in this process and the others by workers: with W
+        # blocks on W cores every core works, and each step costs W - 1 messages, not W.
+        blocks = self.num_workers if use_processes else 1
+        bounds = np.linspace(0, B, blocks + 1).astype(int)
         self._local = range(0, int(bounds[1]))
         self._group = None
         try:
             self._start_workers(env_id, sizes, bounds[1:])
-            self._group = make_slot_group(env_id, self._local, self._buf)
+            self._group = make_slot_group(env_id, self._local, self._buf, threads=self.num_workers)
         except BaseException:
             self.close()
             raise
@@ -371,7 +378,7 @@ class BatchedEnv:
                 proc.join()
             conn.close()
         self._workers = []
-        self._buf.close(unlink=self.num_workers > 1)
+        self._buf.close(unlink=bool(self._buf.names))
 
     def __enter__(self) -> "BatchedEnv":
         return self

@@ -565,18 +565,17 @@ def test_batched_finished_env_keeps_reporting_nothing():
         benv.reset([0, 1])
         # Knock slot 1 over: its next step terminates, slot 0 keeps running.
         slots = benv._group
-        slots.datas[1].qpos[2] = np.deg2rad(120.0)
-        slots._qpos[1] = slots.datas[1].qpos
+        slots.qpos[1, 2] = np.deg2rad(120.0)
         _, rewards, terminated, _ = benv.step(np.zeros((2, 3)))
         assert terminated.tolist() == [False, True]
         assert benv.active.tolist() == [True, False] and not benv.done
-        frozen_qpos = slots.datas[1].qpos.copy()
+        frozen_state = slots.state[1].copy()
         actions = np.zeros((2, 3))
         actions[1] = np.nan  # rows of finished slots are ignored
         _, rewards, terminated, truncated = benv.step(actions)
         assert not rewards[1].any() and not terminated[1] and not truncated[1]
         assert rewards[0].any()
-        np.testing.assert_array_equal(slots.datas[1].qpos, frozen_qpos)
+        np.testing.assert_array_equal(slots.state[1], frozen_state)
         np.testing.assert_array_equal(benv.lengths, [2, 1])
 
 

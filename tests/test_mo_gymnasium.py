@@ -51,6 +51,23 @@ def test_env_follows_morl_conventions():
     assert reward[1] == pytest.approx(-6.0, rel=1e-5)
 
 
+def test_worker_processes_are_stopped_and_errors_name_the_task():
+    # Tasks outside D4MORL have no batched physics: their slots are split over worker processes.
+    benv = BatchedEnv("mo-hopper-v5", 6, num_workers=3)
+    procs = [p for p, _, _ in benv._workers]
+    assert len(procs) == 2 and all(p.is_alive() for p in procs)  # the caller steps the first block
+    benv.reset([0, 1, 2, 3, 4, 5])
+    with pytest.raises(ValueError, match="non-negative"):
+        benv.reset([0, 1, 2, 3, 4, -1])
+    benv.step(np.zeros((6, 3)))
+    benv.close()
+    assert all(not p.is_alive() for p in procs)
+    with pytest.raises(RuntimeError, match="closed"):
+        benv.step(np.zeros((6, 3)))
+    with BatchedEnv("mo-hopper-v5", 2, num_workers=8) as small:  # one block per slot
+        assert small.num_workers == 2 and len(small._workers) == 1
+
+
 @pytest.mark.parametrize("num_workers", [1, 2])
 def test_batched_mo_gymnasium_task_matches_single_envs(num_workers):
     env_id, B = "mo-hopper-v5", 3

@@ -1,4 +1,4 @@
-"""BatchedEnv with automatic resets (collection) and worker processes: same episodes as single envs."""
+"""BatchedEnv with automatic resets (collection) and several threads: same episodes as single envs."""
 
 import numpy as np
 import pytest
@@ -83,20 +83,20 @@ def test_autoreset_restarted_row_holds_the_new_episodes_first_observation():
         assert benv.episode_ids.tolist() == [1] and benv.active.tolist() == [True]
 
 
-def test_worker_processes_are_stopped_and_errors_name_the_task():
+def test_d4morl_tasks_step_on_threads_in_this_process_and_close_cleanly():
     benv = BatchedEnv("MO-HalfCheetah-v2", 6, num_workers=3)
-    procs = [p for p, _, _ in benv._workers]
-    assert len(procs) == 2 and all(p.is_alive() for p in procs)  # the caller steps the first block
+    assert benv._workers == [] and benv._group.threads == 3  # mujoco.rollout's C++ threads
     benv.reset([0, 1, 2, 3, 4, 5])
     with pytest.raises(ValueError, match="non-negative"):
         benv.reset([0, 1, 2, 3, 4, -1])
+    benv.step(np.zeros((6, 6)))
     benv.close()
-    assert all(not p.is_alive() for p in procs)
+    benv.close()  # twice is fine
     with pytest.raises(RuntimeError, match="closed"):
         benv.step(np.zeros((6, 6)))
-    # More workers than slots: one block per slot.
+    # More workers than slots: one thread per slot.
     with BatchedEnv("MO-HalfCheetah-v2", 2, num_workers=8) as small:
-        assert small.num_workers == 2 and len(small._workers) == 1
+        assert small.num_workers == 2 and small._group.threads == 2
         small.reset([0, 1])
         small.step(np.zeros((2, 6)))
     with pytest.raises(ValueError, match="num_workers"):
