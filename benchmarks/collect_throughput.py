@@ -4,8 +4,8 @@ against the raw MuJoCo stepping floor, and what one 50,000-trajectory dataset co
 In one run, interleaved over ``--repeats`` rounds (best round reported):
 
 - **collect**: ``collect_dataset`` end to end (behavior-policy forward for every running slot at
-  every step, the amateur perturbation, the batched stepper with auto-reset and ``--workers``
-  worker processes, sorting the steps into trajectories and writing the Parquet file) for
+  every step, the amateur perturbation, the batched stepper with auto-reset on ``--workers``
+  threads, sorting the steps into trajectories and writing the Parquet file) for
   ``--trajectories`` MO-HalfCheetah-v2 trajectories of the amateur/high recipe with the paper's
   collection batch (500 slots).  The policy is a paper-size behavior actor (hidden 256, as in
   ``configs/paper.yaml``) after a few hundred TD3 steps: the work per step does not depend on
@@ -15,9 +15,11 @@ In one run, interleaved over ``--repeats`` rounds (best round reported):
   floor (``benchmarks/env_throughput.py``).
 
 The time of one 50,000-trajectory dataset is extrapolated linearly from the measured rate (and
-measured directly with ``--trajectories 50000``).
+measured directly with ``--trajectories 50000``).  ``--policy`` collects with a trained behavior
+checkpoint instead (a final ``policy.pt`` or a ``.partial`` one of a run in progress), whose
+HalfCheetah episodes mostly last the full 500 steps.
 
-    python benchmarks/collect_throughput.py [--trajectories 2000] [--workers 2] [--repeats 2]
+    python benchmarks/collect_throughput.py [--trajectories 2000] [--workers 2] [--repeats 2] [--policy PATH]
 """
 
 from __future__ import annotations
@@ -62,13 +64,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--policy", type=Path, default=None, help="a trained MO-HalfCheetah-v2 behavior checkpoint")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        policy = tmp / "policy.pt"
-        train_behavior(ENV, PAPER_BEHAVIOR, policy, progress=False)
+        policy = args.policy
+        if policy is None:
+            policy = tmp / "policy.pt"
+            train_behavior(ENV, PAPER_BEHAVIOR, policy, progress=False)
         model = load_model(get_spec(ENV))
         # The floor steps as many 500-step trajectories as one collection round, `batch` at a time.
         floor_actions = random_actions(ENV, 500, min(args.batch, args.trajectories))
@@ -86,7 +91,8 @@ def main() -> None:
     print()
     print(f"| what | env-steps/s | ratio to floor |")
     print("|---|---:|---:|")
-    print(f"| collect_dataset, {ENV} amateur/high, {args.trajectories} trajectories ({steps:,} steps), "
+    which = f"policy {args.policy}" if args.policy else "a barely trained policy"
+    print(f"| collect_dataset, {ENV} amateur/high, {which}, {args.trajectories} trajectories ({steps:,} steps), "
           f"{args.batch} slots, {args.workers} workers | {best_collect:,.0f} | {best_collect / best_floor:.0%} |")
     print(f"| floor: mujoco.rollout, {args.workers} threads | {best_floor:,.0f} | 100% |")
     print()

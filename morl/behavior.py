@@ -416,6 +416,8 @@ class BehaviorPolicy:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         st = _load_checkpoint(self.path)
+        if "agent" in st and "actor" not in st:
+            st = _policy_of_partial(self.path, st)
         try:
             self.env_id = st["env_id"]
             self.n_obj, self.obs_dim, self.act_dim = int(st["n_obj"]), int(st["obs_dim"]), int(st["act_dim"])
@@ -435,6 +437,22 @@ class BehaviorPolicy:
         o = torch.tensor(np.asarray(obs, np.float32))
         w = torch.tensor(np.asarray(prefs, np.float32))
         return self.actor(o, w).numpy()
+
+
+def _policy_of_partial(path: Path, st: dict[str, Any]) -> dict[str, Any]:
+    """The policy part of a ``.partial`` training checkpoint, laid out like a final one, so that
+    a run still in progress can be evaluated (``morl behavior-front --policy X.pt.partial``)."""
+    try:
+        spec = get_spec(st["env_id"])
+        meta = {
+            "kind": CHECKPOINT_KIND, "env_id": st["env_id"], "obs_dim": spec.obs_dim, "act_dim": spec.act_dim,
+            "n_obj": spec.n_obj, "hidden": int(st["settings"]["hidden"]), "act_low": list(spec.act_low),
+            "act_high": list(spec.act_high), "pref_low": [0.0] * spec.n_obj, "pref_high": [1.0] * spec.n_obj,
+            "settings": st["settings"], "steps": int(st["step"]), "episodes": int(st["episodes"]), "partial": True,
+        }  # fmt: skip
+        return {**meta, "actor": st["agent"]["actor"]}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: incomplete partial behavior checkpoint ({exc!r})") from exc
 
 
 def _load_checkpoint(path: Path, expect_env: str | None = None) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
     sp.add_argument("--policy", required=True)
     sp.add_argument("--output", required=True)
-    sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
+    sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
 
     sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
     sp.add_argument("--policy", required=True)
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", required=True)
     sp.add_argument("--n-trajectories", type=int, default=None, help="override the config's count")
     sp.add_argument("--seed", type=int, default=None, help="override the config's seed")
-    sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
+    sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
 
     sp = add("dataset-info", cmd_dataset_info, "describe a dataset file: sizes, returns, preference spread, HV")
     sp.add_argument("file", help="a dataset Parquet file")
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
     sp.add_argument("--output", required=True)
-    sp.add_argument("--workers", type=int, default=1, help="processes stepping the environments")
+    sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
 
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")

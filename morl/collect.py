@@ -12,7 +12,7 @@ policy then acts for one episode with that preference:
 Episodes run in a :class:`~morl.vector.BatchedEnv` of ``batch_size`` slots that restart as soon as
 their episode ends (no slot waits for the longest episode of a batch), with one policy forward per
 step for all running slots.  Every random draw comes from one generator seeded by ``seed``, so the
-same seed and behavior checkpoint give the same file, whatever the number of worker processes.
+same seed and behavior checkpoint give the same file, whatever the number of workers.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def collect_dataset(
     """Roll out the behavior policy at ``policy_path`` for ``n_trajectories`` episodes; write ``output``.
 
     ``batch_size`` slots run in lockstep and restart as soon as their episode ends, until every
-    trajectory has been started; ``workers`` processes step the physics (the file does not depend
+    trajectory has been started; ``workers`` cores step the physics (the file does not depend
     on it).  Trajectory ``k`` has the ``k``-th preference and environment seed drawn from ``seed``.
     """
     if quality not in QUALITIES:

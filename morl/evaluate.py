@@ -131,7 +131,7 @@ def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
 
 def rollout(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray, seeds: np.ndarray,
             progress: Progress | None = None, workers: int = 1):  # fmt: skip
-    """Run one episode per row of ``preferences`` in lockstep (physics in ``workers`` processes);
+    """Run one episode per row of ``preferences`` in lockstep (physics on ``workers`` cores);
     return (returns (B, n_obj), lengths (B,))."""
     B = len(preferences)
     with BatchedEnv(env_id, B, num_workers=workers) as env:
@@ -207,7 +207,7 @@ def evaluate_agent(
 
     Per point: preference, target (``g0``), return vector and length averaged over ``episodes``
     episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).  ``workers``
-    processes step the physics; the result does not depend on their number.
+    cores step the physics; the result does not depend on their number.
     """
     return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False,
                           workers=workers)

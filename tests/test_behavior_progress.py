@@ -77,3 +77,32 @@ def test_resumed_run_keeps_its_estimates_and_trains_as_without_them(tmp_path, cf
     plain = _killed_then_resumed(tmp_path / "plain.pt", cfg, monkeypatch, hv_every=0)
     assert plain["updates"] == resumed["updates"]
     assert _same_weights(_actor(tmp_path / "hv.pt"), _actor(tmp_path / "plain.pt"))
+
+
+def test_a_run_in_progress_can_be_evaluated_from_its_partial_checkpoint(tmp_path, cfg, monkeypatch):
+    """`morl behavior-front --policy X.pt.partial`: how good is the behavior so far?"""
+    from morl.behavior import BehaviorPolicy
+
+    out = tmp_path / "b.pt"
+    real_save = behavior_mod._save_partial
+
+    def save_then_die(*args, **kw):
+        real_save(*args, **kw)
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(behavior_mod, "_save_partial", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train_behavior(ENV, cfg, out, progress=False, hv_every=0)
+    partial = out.with_name(out.name + ".partial")
+    policy = BehaviorPolicy(partial)
+    assert policy.env_id == ENV and policy.meta["partial"] is True and policy.meta["steps"] == 100
+    saved = torch.load(partial, weights_only=True)["agent"]["actor"]
+    assert _same_weights(policy.actor.state_dict(), saved)
+    act = policy.act([[0.0] * 17] * 3, [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    assert act.shape == (3, 6) and (abs(act) <= 1).all()
+    # a damaged partial checkpoint is named, not half-loaded
+    state = torch.load(partial, weights_only=True)
+    del state["settings"]
+    torch.save(state, tmp_path / "bad.pt.partial")
+    with pytest.raises(ValueError, match=r"bad\.pt\.partial: incomplete partial behavior checkpoint"):
+        BehaviorPolicy(tmp_path / "bad.pt.partial")

@@ -42,7 +42,7 @@ SLOW = {"env": "MO-HalfCheetah-v2", "model": "dt-p", "steps": 1000, "checkpoint_
 # Cores per job in the integration test, in place of the profile's set-threads (sized for cluster
 # nodes). A dozen 4-thread torch jobs on this machine's 2 cores crawl: the resumed 1500-step
 # training took 3 min there, against ~15 s with one thread. behavior_front and collect still get 2
-# cores, so the batched stepper's worker processes run under SLURM too.
+# cores, so the batched stepper runs multi-threaded under SLURM too.
 TEST_THREADS = {"behavior": 1, "behavior_front": 2, "collect": 2, "train": 1, "evaluate": 1, "aggregate": 1}
 
 

@@ -81,7 +81,7 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     from morl.evaluate import read_evaluation
 
     config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
-    # Two threads for the stepping rules: their worker processes must start under Snakemake too.
+    # Two threads for the stepping rules: multi-threaded stepping must work under Snakemake too.
     res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"),
                     "--set-threads", "collect=2", "behavior_front=2", cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]

@@ -7,7 +7,7 @@ from morl.progress import log_to
 
 def main(sm) -> None:
     s = sm.params.settings
-    # Physics in `threads` worker processes; one torch thread (float32 results depend on the torch thread
+    # Physics on `threads` cores; one torch thread (float32 results depend on the torch thread
     # count, not on the number of workers).
     torch.set_num_threads(1)
     with log_to(sm.log[0]):
