@@ -53,7 +53,8 @@ def test_hv_estimate_is_logged_shown_and_leaves_training_unchanged(tmp_path, cfg
     assert _same_weights(_actor(tmp_path / "hv.pt"), _actor(tmp_path / "plain.pt"))
 
 
-def _killed_then_resumed(out, cfg, monkeypatch, **kwargs):
+def _killed_at_first_checkpoint(out, cfg, monkeypatch, **kwargs):
+    """Train until the first partial checkpoint is written, then die there; return its path."""
     real_save = behavior_mod._save_partial
 
     def save_then_die(*args, **kw):
@@ -64,7 +65,13 @@ def _killed_then_resumed(out, cfg, monkeypatch, **kwargs):
         m.setattr(behavior_mod, "_save_partial", save_then_die)
         with pytest.raises(KeyboardInterrupt):
             train_behavior(ENV, cfg, out, progress=False, **kwargs)
-    assert out.with_name(out.name + ".partial").exists() and not out.exists()
+    partial = out.with_name(out.name + ".partial")
+    assert partial.exists() and not out.exists()
+    return partial
+
+
+def _killed_then_resumed(out, cfg, monkeypatch, **kwargs):
+    _killed_at_first_checkpoint(out, cfg, monkeypatch, **kwargs)
     return train_behavior(ENV, cfg, out, progress=False, **kwargs)
 
 
@@ -83,17 +90,7 @@ def test_a_run_in_progress_can_be_evaluated_from_its_partial_checkpoint(tmp_path
     """`morl behavior-front --policy X.pt.partial`: how good is the behavior so far?"""
     from morl.behavior import BehaviorPolicy
 
-    out = tmp_path / "b.pt"
-    real_save = behavior_mod._save_partial
-
-    def save_then_die(*args, **kw):
-        real_save(*args, **kw)
-        raise KeyboardInterrupt("killed")
-
-    monkeypatch.setattr(behavior_mod, "_save_partial", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        train_behavior(ENV, cfg, out, progress=False, hv_every=0)
-    partial = out.with_name(out.name + ".partial")
+    partial = _killed_at_first_checkpoint(tmp_path / "b.pt", cfg, monkeypatch, hv_every=0)
     policy = BehaviorPolicy(partial)
     assert policy.env_id == ENV and policy.meta["partial"] is True and policy.meta["steps"] == 100
     saved = torch.load(partial, weights_only=True)["agent"]["actor"]
