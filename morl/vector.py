@@ -33,8 +33,8 @@ is the same wherever it runs, so W changes the speed, never the results.  The wo
 started with "spawn", which imports the caller's main script in each of them: a script that makes
 a ``BatchedEnv`` for such a task with ``num_workers > 1`` must keep its top-level work under
 ``if __name__ == "__main__":`` (as ``workflow_scripts/`` do).  (For D4MORL tasks, worker processes
-reached 54-74% of the raw ``mujoco.rollout`` floor with 2 cores and threads inside one rollout
-call 89%; Python threads around ``mj_step`` 1.2x one thread: ``docs/benchmarks.md``.)
+reached 54-74% of the raw ``mujoco.rollout`` floor with 2 cores, threads inside one rollout
+call 72-89%; Python threads around ``mj_step`` 1.2x one thread: ``docs/benchmarks.md``.)
 """
 
 from __future__ import annotations
