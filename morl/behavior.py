@@ -368,23 +368,7 @@ def train_behavior(
                                             "HV~": f"{hv_history[-1][1]:.4g}"})  # fmt: skip
     bar.close()
     wall = time.perf_counter() - t0
-    meta = {
-        "kind": CHECKPOINT_KIND,
-        "env_id": env_id,
-        "obs_dim": obs_dim,
-        "act_dim": act_dim,
-        "n_obj": n_obj,
-        "hidden": s.hidden,
-        "act_low": act_low.tolist(),
-        "act_high": act_high.tolist(),
-        # preferences the policy was trained on: the whole simplex
-        "pref_low": [0.0] * n_obj,
-        "pref_high": [1.0] * n_obj,
-        "settings": vars(s),
-        "steps": step,
-        "episodes": episodes,
-        "morl_version": __version__,
-    }
+    meta = _policy_meta(env_id, vars(s), step, episodes)
     state = {**meta, "actor": agent.actor.state_dict()}
     atomic_write(output, lambda tmp: torch.save(state, tmp))
     if partial.exists():
@@ -439,18 +423,35 @@ class BehaviorPolicy:
         return self.actor(o, w).numpy()
 
 
+def _policy_meta(env_id: str, settings: dict[str, Any], step: int, episodes: int) -> dict[str, Any]:
+    """What a behavior checkpoint records besides the actor's weights."""
+    spec = get_spec(env_id)
+    n_obj = spec.n_obj
+    return {
+        "kind": CHECKPOINT_KIND,
+        "env_id": env_id,
+        "obs_dim": spec.obs_dim,
+        "act_dim": len(spec.act_low),
+        "n_obj": n_obj,
+        "hidden": int(settings["hidden"]),
+        "act_low": np.asarray(spec.act_low, np.float32).tolist(),
+        "act_high": np.asarray(spec.act_high, np.float32).tolist(),
+        # preferences the policy was trained on: the whole simplex
+        "pref_low": [0.0] * n_obj,
+        "pref_high": [1.0] * n_obj,
+        "settings": settings,
+        "steps": step,
+        "episodes": episodes,
+        "morl_version": __version__,
+    }
+
+
 def _policy_of_partial(path: Path, st: dict[str, Any]) -> dict[str, Any]:
     """The policy part of a ``.partial`` training checkpoint, laid out like a final one, so that
     a run still in progress can be evaluated (``morl behavior-front --policy X.pt.partial``)."""
     try:
-        spec = get_spec(st["env_id"])
-        meta = {
-            "kind": CHECKPOINT_KIND, "env_id": st["env_id"], "obs_dim": spec.obs_dim, "act_dim": spec.act_dim,
-            "n_obj": spec.n_obj, "hidden": int(st["settings"]["hidden"]), "act_low": list(spec.act_low),
-            "act_high": list(spec.act_high), "pref_low": [0.0] * spec.n_obj, "pref_high": [1.0] * spec.n_obj,
-            "settings": st["settings"], "steps": int(st["step"]), "episodes": int(st["episodes"]), "partial": True,
-        }  # fmt: skip
-        return {**meta, "actor": st["agent"]["actor"]}
+        meta = _policy_meta(st["env_id"], st["settings"], int(st["step"]), int(st["episodes"]))
+        return {**meta, "partial": True, "actor": st["agent"]["actor"]}
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: incomplete partial behavior checkpoint ({exc!r})") from exc
 

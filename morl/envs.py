@@ -875,14 +875,14 @@ class MujocoSlots:
         self.dt = control_timestep(spec, model)
         self.init_qpos = model.qpos0.copy()
         n = len(slots)
-        full = mujoco.mjtState.mjSTATE_FULLPHYSICS
-        self._full = full
-        nstate = mujoco.mj_stateSize(model, full)
+        self._full = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        nstate = mujoco.mj_stateSize(model, self._full)
+        # The state layout is time, qpos, qvel, ...
         start = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_TIME)
+        self._qpos_cols = slice(start, start + model.nq)
+        self._qvel_cols = slice(start + model.nq, start + model.nq + model.nv)
         self.state = np.zeros((n, nstate))
-        # Writable views of the state rows (the layout is time, qpos, qvel, ...).
-        self.qpos = self.state[:, start:start + model.nq]
-        self.qvel = self.state[:, start + model.nq:start + model.nq + model.nv]
+        self.qpos, self.qvel = self.state[:, self._qpos_cols], self.state[:, self._qvel_cols]  # writable views
         self.threads = max(1, min(int(threads), n))
         self._scratch = mujoco.MjData(model)  # resets are computed here, then stored in `state`
         self._datas = [mujoco.MjData(model) for _ in range(self.threads)]
@@ -914,8 +914,9 @@ class MujocoSlots:
             self.state if everyone else self.state[rows], control,
             nstep=spec.frame_skip, state=out, skip_checks=True,
         )
-        self.state[rows] = out[:, -1]
-        qpos, qvel = self.qpos[rows], self.qvel[rows]
+        new = out[:, -1]
+        self.state[rows] = new
+        qpos, qvel = new[:, self._qpos_cols], new[:, self._qvel_cols]
         buf.rewards[slots] = compute_rewards(spec, qpos_before, qpos, qvel, actions, self.dt, self.init_qpos)
         buf.terminated[slots] = compute_terminated(spec, qpos, qvel)
         buf.truncated[slots] = False
