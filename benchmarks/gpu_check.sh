@@ -5,9 +5,13 @@
 #
 #   bash benchmarks/gpu_check.sh            # 2000 steps per model
 #   STEPS=5000 bash benchmarks/gpu_check.sh
-#   DEVICE=cpu STEPS=30 bash benchmarks/gpu_check.sh   # exercise the script itself without a GPU
+#   DEVICE=cpu STEPS=30 BEHAVIOR_STEPS=10200 bash benchmarks/gpu_check.sh   # exercise the script without a GPU
 #
 # Compare MODT(P)'s samples/s with the CPU figure in docs/benchmarks.md (target: 20x or more).
+# Then it trains the HalfCheetah behavior policy at configs/paper.yaml's settings for
+# BEHAVIOR_STEPS env steps (default 30,000; the first 10,000 are random, without updates) and prints
+# env-steps/s after the random phase: 1M steps take 1e6 / that rate seconds (docs/datasets.md has
+# the CPU figure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-}"
@@ -15,7 +19,7 @@ if [ -z "$PY" ]; then
   if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-"$PY" - "${STEPS:-2000}" <<'PYEOF'
+"$PY" - "${STEPS:-2000}" "${BEHAVIOR_STEPS:-30000}" <<'PYEOF'
 import csv, os, sys, tempfile
 from pathlib import Path
 
@@ -59,4 +63,21 @@ with tempfile.TemporaryDirectory() as tmp:
 if failed:
     sys.exit(f"gpu_check: loss did not fall by half for {', '.join(failed)}")
 print(f"gpu_check: all models trained on {device} and their loss fell")
+
+from morl.behavior import train_behavior
+
+behavior_steps = int(sys.argv[2])
+hp = config["behavior"]
+random_steps = min(hp["start_steps"], behavior_steps)
+with tempfile.TemporaryDirectory() as tmp:
+    # Two runs on the same settings: the random phase alone, then the whole length; their
+    # difference is the cost of the steps that train.
+    head = train_behavior("MO-HalfCheetah-v2", dict(hp, total_steps=random_steps, checkpoint_every=0),
+                          Path(tmp) / "head.pt", progress=False, hv_every=0, device=device)
+    full = train_behavior("MO-HalfCheetah-v2", dict(hp, total_steps=behavior_steps, checkpoint_every=0),
+                          Path(tmp) / "full.pt", progress=False, hv_every=0, device=device)
+trained = full["steps"] - head["steps"]
+rate = trained / max(full["wall_s"] - head["wall_s"], 1e-9)
+print(f"behavior (MO-HalfCheetah-v2, paper settings) on {full['device']}: {trained} training env-steps, "
+      f"{full['updates']} updates, {rate:.0f} env-steps/s -> 1M steps in about {1e6 / rate / 3600:.2f} h")
 PYEOF

@@ -16,6 +16,12 @@ single network cover the whole preference simplex:
 Training is resumable: every ``checkpoint_every`` environment steps the networks, optimisers,
 replay buffer and random states go to ``<output>.partial``; a rerun continues from there.
 
+Device: the networks train on CUDA when it is present (``device="auto"``), in float32; the replay
+buffer and the environments stay on the CPU and each update moves one sampled batch. bf16 autocast
+is left off on purpose: the critics regress returns in the thousands, where bf16's 8-bit mantissa
+rounds targets by several units, and these small networks gain no speed from it. The written
+policy is always a CPU checkpoint, wherever it was trained.
+
 Progress: the bar shows env-steps/s and, from the first checkpoint on, a cheap hypervolume
 estimate of the current policy (``HV~``): the deterministic actor run for one episode at each point
 of a small preference lattice (11 points for 2 objectives, 15 for 3; :func:`estimate_hv`), in
@@ -40,6 +46,7 @@ from morl import __version__
 from morl.data import atomic_write
 from morl.envs import get_spec, make_env
 from morl.metrics import hypervolume
+from morl.models import resolve_device
 from morl.preferences import simplex_grid
 from morl.progress import Progress, log
 
@@ -155,15 +162,19 @@ class TD3Settings:
 class PreferenceTD3:
     """The learner: networks, optimisers and one gradient update."""
 
-    def __init__(self, obs_dim, act_dim, n_obj, act_low, act_high, s: TD3Settings):
+    def __init__(self, obs_dim, act_dim, n_obj, act_low, act_high, s: TD3Settings,
+                 device: torch.device | str = "cpu"):
         self.s = s
         self.n_obj = n_obj
-        self.actor = Actor(obs_dim, act_dim, n_obj, s.hidden, act_low, act_high)
-        self.critic = VectorCritic(obs_dim, act_dim, n_obj, s.hidden)
+        self.device = torch.device(device)
+        # Built on the CPU and then moved, so that a seed gives the same initial weights on any device.
+        self.actor = Actor(obs_dim, act_dim, n_obj, s.hidden, act_low, act_high).to(self.device)
+        self.critic = VectorCritic(obs_dim, act_dim, n_obj, s.hidden).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=s.lr)
+        opt = {"fused": True} if self.device.type == "cuda" else {}
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr, **opt)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=s.lr, **opt)
         self.updates = 0
 
     def update(self, batch: dict[str, torch.Tensor], relabel: torch.Tensor) -> float:
@@ -216,14 +227,16 @@ class _ActorAgent:
 
     def __init__(self, actor: Actor):
         self.actor = actor
+        self.device = actor.act_scale.device
         self.prefs: torch.Tensor | None = None
 
     def reset(self, preferences, target_returns) -> None:
-        self.prefs = torch.as_tensor(np.asarray(preferences, np.float32))
+        self.prefs = torch.as_tensor(np.asarray(preferences, np.float32), device=self.device)
 
     @torch.no_grad()
     def act(self, obs):
-        return self.actor(torch.as_tensor(np.asarray(obs, np.float32)), self.prefs).numpy()
+        obs = torch.as_tensor(np.asarray(obs, np.float32), device=self.device)
+        return self.actor(obs, self.prefs).cpu().numpy()
 
     def observe(self, actions, rewards) -> None:
         pass
@@ -263,17 +276,21 @@ def train_behavior(
     threads: int | None = None,
     progress: bool = True,
     hv_every: int | None = None,
+    device: str | torch.device = "auto",
 ) -> dict[str, Any]:
     """Train the behavior policy of ``env_id`` with the ``behavior`` config section; write ``output``.
 
-    Returns a summary (steps, episodes, wall time, HV estimates). Resumes from ``<output>.partial``
-    if present. ``hv_every``: environment steps between HV estimates (:func:`estimate_hv`, shown in
-    the progress bar and the log, and once more at the end); default ``checkpoint_every``, 0: none.
+    Returns a summary (steps, episodes, wall time, HV estimates, device). Resumes from
+    ``<output>.partial`` if present, on whichever device this run has. ``hv_every``: environment
+    steps between HV estimates (:func:`estimate_hv`, shown in the progress bar and the log, and once
+    more at the end); default ``checkpoint_every``, 0: none. ``device``: ``"auto"`` (CUDA if
+    present), ``"cpu"`` or ``"cuda[:i]"``.
     """
     s = TD3Settings.from_config(cfg)
     spec = get_spec(env_id)
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
+    dev = resolve_device(device)
     if threads:
         torch.set_num_threads(int(threads))
     rng = np.random.default_rng(s.seed)
@@ -281,7 +298,7 @@ def train_behavior(
     envs = [make_env(env_id) for _ in range(s.n_envs)]
     obs_dim, act_dim, n_obj = spec.obs_dim, len(spec.act_low), spec.n_obj
     act_low, act_high = np.asarray(spec.act_low, np.float32), np.asarray(spec.act_high, np.float32)
-    agent = PreferenceTD3(obs_dim, act_dim, n_obj, act_low, act_high, s)
+    agent = PreferenceTD3(obs_dim, act_dim, n_obj, act_low, act_high, s, device=dev)
     buffer = ReplayBuffer(min(s.buffer_size, s.total_steps), obs_dim, act_dim, n_obj)
     step, episodes = 0, 0
     recent: list[float] = []
@@ -298,6 +315,8 @@ def train_behavior(
             buffer.load_state(st["buffer"])
             rng.bit_generator.state = st["np_rng"]
             torch.set_rng_state(st["torch_rng"])
+            if dev.type == "cuda" and st.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(st["cuda_rng"], dev)
             step, episodes = int(st["step"]), int(st["episodes"])
             hv_history = [list(x) for x in st.get("hv_history", [])]
             log.info("resuming behavior training of %s from step %d (%s)", env_id, step, partial)
@@ -324,7 +343,7 @@ def train_behavior(
             act = rng.uniform(act_low, act_high, size=(s.n_envs, act_dim)).astype(np.float32)
         else:
             with torch.no_grad():
-                act = agent.actor(torch.from_numpy(obs), torch.from_numpy(prefs)).numpy()
+                act = agent.actor(torch.from_numpy(obs).to(dev), torch.from_numpy(prefs).to(dev)).cpu().numpy()
             act = act + rng.normal(size=act.shape).astype(np.float32) * s.expl_noise * (act_high - act_low) / 2
             act = np.clip(act, act_low, act_high)
         nxt = np.empty_like(obs)
@@ -348,9 +367,9 @@ def train_behavior(
         if step >= s.start_steps and buffer.size >= s.batch_size:
             update_debt += s.updates_per_step * s.n_envs
             while update_debt >= 1.0:
-                batch = buffer.sample(s.batch_size, rng)
-                fresh = torch.from_numpy(_dirichlet(rng, s.batch_size, n_obj))
-                keep = torch.from_numpy(rng.random((s.batch_size, 1)) < 0.5)
+                batch = {k: v.to(dev) for k, v in buffer.sample(s.batch_size, rng).items()}
+                fresh = torch.from_numpy(_dirichlet(rng, s.batch_size, n_obj)).to(dev)
+                keep = torch.from_numpy(rng.random((s.batch_size, 1)) < 0.5).to(dev)
                 agent.update(batch, torch.where(keep, batch["pref"], fresh))
                 update_debt -= 1.0
         if hv_every and step % hv_every < s.n_envs and step < s.total_steps:
@@ -369,14 +388,14 @@ def train_behavior(
     bar.close()
     wall = time.perf_counter() - t0
     meta = _policy_meta(env_id, vars(s), step, episodes)
-    state = {**meta, "actor": agent.actor.state_dict()}
+    state = {**meta, "actor": {k: v.cpu() for k, v in agent.actor.state_dict().items()}}
     atomic_write(output, lambda tmp: torch.save(state, tmp))
     if partial.exists():
         partial.unlink()
     summary = {"env_id": env_id, "steps": step, "episodes": episodes, "wall_s": wall,
                "env_steps_per_s": (step - steps_at_start) / max(wall, 1e-9), "updates": agent.updates,
                "hv_estimate": hv_history[-1][1] if hv_history else None, "hv_estimates": hv_history,
-               "hv_estimate_s": hv_seconds}  # fmt: skip
+               "hv_estimate_s": hv_seconds, "device": str(dev)}  # fmt: skip
     log.info("behavior %s done: %s", env_id, summary)
     return summary
 
@@ -389,6 +408,7 @@ def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, 
     state = {
         "kind": CHECKPOINT_KIND, "env_id": env_id, "settings": vars(s), "agent": agent.state(),
         "buffer": buffer.state(), "np_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state(agent.device) if agent.device.type == "cuda" else None,
         "step": step, "episodes": episodes, "hv_history": [list(x) for x in hv_history],
     }  # fmt: skip
     atomic_write(path, lambda tmp: torch.save(state, tmp))

@@ -42,7 +42,8 @@ def cmd_validate(args) -> int:
 def cmd_behavior(args) -> int:
     from morl.behavior import train_behavior
 
-    summary = train_behavior(args.env, _config_section(args, "behavior"), args.output, threads=args.threads)
+    summary = train_behavior(args.env, _config_section(args, "behavior"), args.output, threads=args.threads,
+                             device=args.device)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--env", required=True)
     sp.add_argument("--output", required=True)
     sp.add_argument("--threads", type=int, default=None)
+    sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
 
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
     sp.add_argument("--policy", required=True)
