@@ -35,11 +35,11 @@ def test_hv_estimate_is_logged_shown_and_leaves_training_unchanged(tmp_path, cfg
     lines = [r.getMessage() for r in caplog.records if "HV estimate" in r.getMessage()]
     assert len(lines) == 2, lines
     for line, step in zip(lines, (100, 200)):
-        m = re.search(rf"step {step}, HV estimate (\S+) \(deterministic policy on the 11-point preference grid", line)
+        m = re.search(rf"step {step}, HV estimate (\S+) \(deterministic policy on the 101-point preference grid", line)
         assert m, line
         hv = float(m.group(1))
         assert math.isfinite(hv) and hv > 0
-    assert HV_ESTIMATE_DIVISIONS[2] + 1 == 11
+    assert HV_ESTIMATE_DIVISIONS[2] + 1 == 101
     # the summary and the bar's postfix carry the latest estimate
     assert [s for s, _ in with_hv["hv_estimates"]] == [100, 200]
     assert with_hv["hv_estimate"] == with_hv["hv_estimates"][-1][1] > 0 and math.isfinite(with_hv["hv_estimate"])
