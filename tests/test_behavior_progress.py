@@ -1,4 +1,5 @@
-"""Behavior training's HV estimate: shown in the bar and the log, and invisible to training."""
+"""Behavior training: the HV estimate (shown in the bar and the log, invisible to training), resuming
+from a killed run, evaluating a run in progress, and the device it trains on."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import re
 
 import pytest
 import torch
+import yaml
 
 import morl.behavior as behavior_mod
-from morl.behavior import HV_ESTIMATE_DIVISIONS, train_behavior
+from morl.behavior import HV_ESTIMATE_DIVISIONS, BehaviorPolicy, train_behavior
+from morl.cli import main
 
 ENV = "MO-HalfCheetah-v2"
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
 @pytest.fixture
@@ -88,8 +93,6 @@ def test_resumed_run_keeps_its_estimates_and_trains_as_without_them(tmp_path, cf
 
 def test_a_run_in_progress_can_be_evaluated_from_its_partial_checkpoint(tmp_path, cfg, monkeypatch):
     """`morl behavior-front --policy X.pt.partial`: how good is the behavior so far?"""
-    from morl.behavior import BehaviorPolicy
-
     partial = _killed_at_first_checkpoint(tmp_path / "b.pt", cfg, monkeypatch, hv_every=0)
     policy = BehaviorPolicy(partial)
     assert policy.env_id == ENV and policy.meta["partial"] is True and policy.meta["steps"] == 100
@@ -103,3 +106,34 @@ def test_a_run_in_progress_can_be_evaluated_from_its_partial_checkpoint(tmp_path
     torch.save(state, tmp_path / "bad.pt.partial")
     with pytest.raises(ValueError, match=r"bad\.pt\.partial: incomplete partial behavior checkpoint"):
         BehaviorPolicy(tmp_path / "bad.pt.partial")
+
+
+@no_cuda
+def test_cuda_asked_for_without_one_is_refused_before_anything_is_written(tmp_path, cfg, smoke_config, capsys):
+    out = tmp_path / "policy.pt"
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        train_behavior(ENV, cfg, out, progress=False, device="cuda")
+    assert list(tmp_path.iterdir()) == []
+    # the same through the command line: exit code 2 and the reason
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump(smoke_config))
+    assert main(["behavior", "--config", str(config), "--env", ENV, "--output", str(out), "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err and not out.exists()
+
+
+def test_auto_trains_on_what_is_present_and_says_so(tmp_path, cfg):
+    summary = train_behavior(ENV, cfg, tmp_path / "policy.pt", progress=False, hv_every=0)
+    assert summary["device"].startswith("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@needs_cuda
+def test_a_cuda_run_resumes_and_writes_a_checkpoint_that_loads_on_the_cpu(tmp_path, cfg, monkeypatch):
+    out = tmp_path / "policy.pt"
+    resumed = _killed_then_resumed(out, cfg, monkeypatch, device="cuda")
+    straight = train_behavior(ENV, cfg, tmp_path / "straight.pt", progress=False, device="cuda")
+    assert resumed["device"].startswith("cuda") and resumed["updates"] == straight["updates"]
+    assert all(t.device.type == "cpu" for t in torch.load(out, weights_only=True)["actor"].values())
+    policy = BehaviorPolicy(out)
+    act = policy.act([[0.0] * 17] * 2, [[1.0, 0.0], [0.0, 1.0]])
+    assert act.shape == (2, 6) and (abs(act) <= 1).all()
+    assert resumed["hv_estimate"] > 0
