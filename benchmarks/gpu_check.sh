@@ -65,9 +65,10 @@ if failed:
 print(f"gpu_check: all models trained on {device} and their loss fell")
 
 from morl.behavior import train_behavior
+from morl.config import behavior_settings
 
 behavior_steps = int(sys.argv[2])
-hp = config["behavior"]
+hp = behavior_settings(config, "MO-HalfCheetah-v2")
 random_steps = min(hp["start_steps"], behavior_steps)
 with tempfile.TemporaryDirectory() as tmp:
     # Two runs on the same settings: the random phase alone, then the whole length; their

@@ -41,8 +41,10 @@ def cmd_validate(args) -> int:
 
 def cmd_behavior(args) -> int:
     from morl.behavior import train_behavior
+    from morl.config import behavior_settings, load_config
 
-    summary = train_behavior(args.env, _config_section(args, "behavior"), args.output, threads=args.threads,
+    settings = behavior_settings(load_config(args.config), args.env)
+    summary = train_behavior(args.env, settings, args.output, threads=args.threads,
                              device=args.device)
     print(json.dumps(summary, indent=2))
     return 0

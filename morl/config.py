@@ -22,6 +22,10 @@ TRAIN_KEYS = (
     "hidden", "depth", "embed_dim", "n_layer", "n_head", "dropout", "context_length", "eval_context_length",
     "grad_clip",
 )  # fmt: skip
+BEHAVIOR_KEYS = (
+    "total_steps", "start_steps", "n_envs", "updates_per_step", "batch_size", "hidden", "lr", "gamma", "tau",
+    "policy_noise", "noise_clip", "policy_delay", "expl_noise", "buffer_size", "checkpoint_every", "seed",
+)  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -106,6 +110,9 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     for i, ov in enumerate(config["train"]["overrides"]):
         for env_id in ov.get("envs", []):
             check_env(env_id, f"train.overrides[{i}].envs", source)
+    for i, ov in enumerate(config["behavior"].get("overrides", [])):
+        for j, env_id in enumerate(ov["envs"]):
+            check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
     return config
 
 
@@ -134,4 +141,14 @@ def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str,
     for ov in train["overrides"]:
         if env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model]):
             hp.update({k: v for k, v in ov.items() if k in TRAIN_KEYS})
+    return hp
+
+
+def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
+    """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides applied."""
+    behavior = config["behavior"]
+    hp = {k: copy.deepcopy(behavior[k]) for k in BEHAVIOR_KEYS}
+    for ov in behavior.get("overrides", []):
+        if env_id in ov["envs"]:
+            hp.update({k: v for k, v in ov.items() if k in BEHAVIOR_KEYS})
     return hp

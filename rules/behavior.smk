@@ -11,7 +11,7 @@ rule behavior:
     resources:
         mem_mb=4000,
     params:
-        settings=config["behavior"],
+        settings=lambda wc: behavior_settings(config, wc.env),
     conda:
         "../envs/morl.yaml"
     script:

@@ -1,5 +1,5 @@
 # Paths, wildcard constraints and target lists. No science here.
-from morl.config import imported_datasets, train_settings
+from morl.config import behavior_settings, imported_datasets, train_settings
 
 R = config["results_dir"]
 

@@ -6,7 +6,10 @@ import pytest
 from pathlib import Path
 import yaml
 
-from morl.config import ConfigError, load_config, train_settings, validate_config
+import torch
+
+from morl.cli import main
+from morl.config import ConfigError, behavior_settings, load_config, train_settings, validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +37,13 @@ def test_shipped_configs_are_valid(name):
         (lambda c: c["train"].update(stepz=10), "unknown key train.stepz"),
         (lambda c: c["train"]["overrides"].append({"models": ["dt"], "envs": ["MO-Foo-v1"], "steps": 3}),
          "train.overrides[0].envs: unknown environment 'MO-Foo-v1'"),
+        (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-HalfCheetah-v2", "MO-Foo-v1"], "gamma": 0.999}]),
+         "behavior.overrides[0].envs[1]: unknown environment 'MO-Foo-v1'"),
+        (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gama": 0.999}]),
+         "unknown key behavior.overrides[0].gama"),
+        (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gamma": 1.5}]),
+         "behavior.overrides[0].gamma: 1.5 is greater than or equal to the maximum of 1"),
+        (lambda c: c["behavior"].update(overrides=[{"gamma": 0.999}]), "missing required key behavior.overrides[0].envs"),
     ],
 )
 def test_bad_config_names_the_key(config, mutate, expected):
@@ -63,3 +73,28 @@ def test_train_overrides_apply_in_order():
     assert train_settings(config, "MO-Hopper-v3", "dt-p")["steps"] == 400000
     assert train_settings(config, "MO-Hopper-v3", "rvs")["steps"] == 200000
     assert train_settings(config, "MO-Ant-v2", "bc-p")["hidden"] == 512
+
+
+def test_behavior_overrides_apply_in_order_to_their_envs_only(config):
+    config["behavior"]["overrides"] = [
+        {"envs": ["MO-Swimmer-v2", "MO-Ant-v2"], "gamma": 0.999, "total_steps": 50},
+        {"envs": ["MO-Ant-v2"], "total_steps": 70},
+    ]
+    validate_config(config)
+    base = {k: v for k, v in config["behavior"].items() if k != "overrides"}
+    assert behavior_settings(config, "MO-HalfCheetah-v2") == base
+    assert behavior_settings(config, "MO-Swimmer-v2") == dict(base, gamma=0.999, total_steps=50)
+    assert behavior_settings(config, "MO-Ant-v2") == dict(base, gamma=0.999, total_steps=70)
+    config["behavior"].pop("overrides")  # optional: without it every env gets the defaults
+    assert behavior_settings(validate_config(config), "MO-Ant-v2") == base
+
+
+def test_morl_behavior_trains_with_the_envs_overrides(tmp_path, config):
+    config["behavior"]["overrides"] = [{"envs": ["MO-HalfCheetah-v2"], "total_steps": 48, "start_steps": 48,
+                                        "gamma": 0.95}]  # fmt: skip
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "policy.pt"
+    assert main(["behavior", "--config", str(path), "--env", "MO-HalfCheetah-v2", "--output", str(out)]) == 0
+    ckpt = torch.load(out, weights_only=True)
+    assert ckpt["steps"] == 48 and ckpt["settings"]["gamma"] == 0.95
