@@ -17,15 +17,6 @@ import jsonschema
 import yaml
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
-TRAIN_KEYS = (
-    "steps", "batch_size", "lr", "weight_decay", "warmup_steps", "return_scale", "checkpoint_every",
-    "hidden", "depth", "embed_dim", "n_layer", "n_head", "dropout", "context_length", "eval_context_length",
-    "grad_clip",
-)  # fmt: skip
-BEHAVIOR_KEYS = (
-    "total_steps", "start_steps", "n_envs", "updates_per_step", "batch_size", "hidden", "lr", "gamma", "tau",
-    "policy_noise", "noise_clip", "policy_delay", "expl_noise", "buffer_size", "checkpoint_every", "seed",
-)  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -38,6 +29,11 @@ def load_schema() -> dict:
         raise ConfigError(f"{SCHEMA_PATH}: config schema not found (is the package installed from a checkout?)")
     with open(SCHEMA_PATH) as f:
         return yaml.safe_load(f)
+
+
+def _setting_keys(section: str) -> tuple[str, ...]:
+    """The keys an override may set in ``section`` ("train" or "behavior"), as the schema lists them."""
+    return tuple(load_schema()["$defs"][f"{section}_settings"])
 
 
 def _key_path(parts) -> str:
@@ -137,18 +133,20 @@ def imported_datasets(config: dict[str, Any]) -> dict[tuple[str, str, str], str]
 def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str, Any]:
     """Training hyperparameters for one (env, model) cell: the defaults with matching overrides applied."""
     train = config["train"]
-    hp = {k: copy.deepcopy(train[k]) for k in TRAIN_KEYS}
+    keys = _setting_keys("train")
+    hp = {k: copy.deepcopy(train[k]) for k in keys}
     for ov in train["overrides"]:
         if env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model]):
-            hp.update({k: v for k, v in ov.items() if k in TRAIN_KEYS})
+            hp.update({k: v for k, v in ov.items() if k in keys})
     return hp
 
 
 def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
     """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides applied."""
     behavior = config["behavior"]
-    hp = {k: copy.deepcopy(behavior[k]) for k in BEHAVIOR_KEYS}
+    keys = _setting_keys("behavior")
+    hp = {k: copy.deepcopy(behavior[k]) for k in keys}
     for ov in behavior.get("overrides", []):
         if env_id in ov["envs"]:
-            hp.update({k: v for k, v in ov.items() if k in BEHAVIOR_KEYS})
+            hp.update({k: v for k, v in ov.items() if k in keys})
     return hp

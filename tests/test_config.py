@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 from pathlib import Path
-import yaml
-
 import torch
+import yaml
 
 from morl.cli import main
 from morl.config import ConfigError, behavior_settings, load_config, train_settings, validate_config
