@@ -44,7 +44,7 @@ from torch import nn
 
 from morl import __version__
 from morl.data import atomic_write
-from morl.envs import get_spec, make_env
+from morl.envs import check_physics_version, get_spec, make_env, physics_version
 from morl.metrics import hypervolume
 from morl.models import resolve_device
 from morl.preferences import simplex_grid
@@ -409,7 +409,7 @@ def _n_hv_points(n_obj: int) -> int:
 
 def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, episodes, hv_history=()) -> None:
     state = {
-        "kind": CHECKPOINT_KIND, "env_id": env_id, "settings": vars(s), "agent": agent.state(),
+        "kind": CHECKPOINT_KIND, "env_id": env_id, "physics_version": physics_version(env_id), "settings": vars(s), "agent": agent.state(),
         "buffer": buffer.state(), "np_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state(agent.device) if agent.device.type == "cuda" else None,
         "step": step, "episodes": episodes, "hv_history": [list(x) for x in hv_history],
@@ -453,6 +453,7 @@ def _policy_meta(env_id: str, settings: dict[str, Any], step: int, episodes: int
     return {
         "kind": CHECKPOINT_KIND,
         "env_id": env_id,
+        "physics_version": physics_version(env_id),
         "obs_dim": spec.obs_dim,
         "act_dim": len(spec.act_low),
         "n_obj": n_obj,
@@ -488,4 +489,8 @@ def _load_checkpoint(path: Path, expect_env: str | None = None) -> dict[str, Any
         raise ValueError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
     if expect_env is not None and st.get("env_id") != expect_env:
         raise ValueError(f"{path}: checkpoint is for env {st.get('env_id')!r}, not {expect_env!r}")
+    try:
+        check_physics_version(st.get("env_id"), st.get("physics_version"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: behavior checkpoint {exc}") from None
     return st

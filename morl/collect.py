@@ -26,7 +26,7 @@ import numpy as np
 from morl import __version__
 from morl.behavior import BehaviorPolicy
 from morl.data import Dataset, file_sha256, write_dataset
-from morl.envs import get_spec
+from morl.envs import get_spec, physics_version
 from morl.preferences import ENTROPY_LEVELS, sample_preferences
 from morl.progress import Progress, log
 from morl.vector import BatchedEnv
@@ -127,6 +127,7 @@ def collect_dataset(
 
     meta = {
         "env_id": env_id,
+        "physics_version": physics_version(env_id),
         "quality": quality,
         "entropy": entropy,
         "seed": int(seed),

@@ -30,6 +30,7 @@ import numpy as np
 
 from morl import __version__
 from morl.data import PREFERENCE_SUM_TOLERANCE, DataFileError, Dataset, file_sha256, write_dataset
+from morl.envs import physics_version
 
 REQUIRED_FIELDS = ("observations", "actions", "next_observations", "raw_rewards", "terminals", "preference")
 #: D4MORL's names of the preference distributions, mapped to this project's entropy levels.
@@ -260,6 +261,8 @@ def import_d4morl(
 
     meta = {
         "env_id": spec.id,
+        # the original data was made with the original model files, which our ids now simulate
+        "physics_version": physics_version(spec.id),
         "quality": quality,
         "entropy": entropy,
         "origin": "d4morl",

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
+from morl.envs import check_physics_version
 
 META_KEY = b"morl"
 FORMAT_VERSION = 1
@@ -362,6 +363,10 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
         raise DataFileError(
             path, f"dataset is for env {meta.get('env_id')!r}, but {expect_env!r} was expected (env mismatch)"
         )
+    try:
+        check_physics_version(meta.get("env_id"), meta.get("physics_version"))
+    except ValueError as exc:
+        raise DataFileError(path, f"dataset {exc}") from None
     try:
         # pre_buffer=False: do not fetch whole row groups ahead (it held the compressed file in memory)
         pf = pq.ParquetFile(path, page_checksum_verification=True, pre_buffer=False, buffer_size=1 << 20)

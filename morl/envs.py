@@ -1,7 +1,7 @@
 """Multi-objective MuJoCo locomotion tasks of the D4MORL benchmark.
 
 Each task returns a *reward vector* (one entry per objective) instead of a scalar, exactly as
-listed in the project reference (``/work/shared/reference/d4morl.md`` section 1):
+defined by D4MORL's environment code (docs/protocol.md, docs/environments.md):
 
 ==================  ==========  ====================================================  =====================================
 D4MORL id           frame skip  objectives (per-step reward vector)                   termination
@@ -24,10 +24,10 @@ value (``model.qpos0[1] = 1.25`` for the Hopper).  For the Ant, ``dx``/``dy`` ar
 the torso (free joint) position ``qpos[0]``/``qpos[1]``.  Episodes are truncated by the environment
 itself after ``max_episode_steps = 500`` steps.
 
-Implementation notes (the choices we made, see also the reference's "(ours)" remarks):
+Implementation notes:
 
-* The tasks are built directly on the ``mujoco`` Python bindings with gymnasium's bundled model
-  files (``gymnasium/envs/mujoco/assets/<xml>``), not on gymnasium's ``MujocoEnv`` classes, so
+* The tasks are built directly on the ``mujoco`` Python bindings, not on gymnasium's
+  ``MujocoEnv`` classes, so
   that the single environment (:class:`MOMujocoEnv`) and the batched stepper
   (:class:`morl.vector.BatchedEnv`) share the same module-level functions for the reset noise
   (:func:`sample_initial_state`), the physics step (:func:`simulate`), the reward vector
@@ -35,45 +35,45 @@ Implementation notes (the choices we made, see also the reference's "(ours)" rem
   observation (:func:`compute_observations`).  The last three work on batches of states
   (arrays with a leading batch axis), so one code path serves one or many environments and
   the results are bit-identical.
-* The original D4MORL data was generated with mujoco-py and PGMORL's own XML files.  We use
-  gymnasium's XML files (HalfCheetah: timestep 0.01 s, so dt = 0.05 s; Hopper: RK4 integrator,
-  timestep 0.002 s, so dt = 0.01 s with frame skip 5; Walker2d: RK4, timestep 0.002 s, so
-  dt = 0.008 s with frame skip 4; Ant: RK4, timestep 0.01 s, so dt = 0.05 s; Swimmer: RK4,
-  timestep 0.01 s, so dt = 0.04 s with frame skip 4), so numeric differences to the original
-  data are expected.  For the tasks added later some of gymnasium's models differ from
-  PGMORL's files in physical parameters, not only in numerics (as read from PGMORL's
-  ``environments/assets``): Ant motor gear 150 (PGMORL 100); Swimmer motor gear 150 (PGMORL
-  300); Walker2d joint
-  damping 0.1 and geom density 1000 (PGMORL 3.0 and 1500).  gymnasium's ``walker2d.xml`` (the
-  v4 model, not ``walker2d_v5.xml``) keeps the original foot frictions 0.9 (right) / 1.9 (left).
-  Returns of these tasks are therefore not directly comparable with the original D4MORL data.
+* The physics are those of the original D4MORL model files (PEDA's
+  ``data_generation/environments/assets``, the same files as PGMORL's).  Those files no longer
+  all compile in current MuJoCo, so each task starts from gymnasium's file of the same robot,
+  which has the same geometry, and :func:`load_model` writes the original file's physical
+  parameters into it before compiling (:class:`ModelEdits`): Hopper joint damping 40, no joint
+  limits and foot gear 300; Walker2d joint damping 3.0 and geom density 1500; Ant gear 100;
+  Swimmer gear 300.  HalfCheetah's files agree.  Every compiled parameter then equals the
+  original's, and an open-loop action sequence gives the same returns on both (docs/environments.md).
+  Timesteps: HalfCheetah 0.01 s (dt = 0.05 s), Hopper 0.002 s with RK4 (dt = 0.01 s), Walker2d
+  0.002 s with RK4 (dt = 0.008 s), Ant 0.01 s with RK4 (dt = 0.05 s), Swimmer 0.01 s with RK4
+  (dt = 0.04 s).  Gymnasium's own physics of these robots stay available through MO-Gymnasium's
+  ids (``mo-hopper-v5``, ...).
 * Actions are clipped to the D4MORL bounds before use (Hopper: [-2, 2] x [-2, 2] x [-4, 4], all
   other tasks [-1, 1]) and the energy terms use the clipped action.  gymnasium's ``hopper.xml``
   declares ``ctrlrange="-1 1"`` for its motors, which would make MuJoCo clamp the controls a
   second time; after loading a model we therefore overwrite ``model.actuator_ctrlrange`` with the
   D4MORL bounds of the task (a no-op for HalfCheetah, Walker2d, Ant and Swimmer, whose XML files
   already declare [-1, 1]), so the clipped action is exactly the control MuJoCo applies.
-* Reset: ``qpos = init_qpos + U(-1e-3, 1e-3)`` and ``qvel = init_qvel + 1e-3 * N(0, 1)``, drawn
-  (in that order) from the environment's ``np_random`` generator, which ``reset(seed=...)`` seeds
-  the gymnasium way.  ``init_qpos`` is the model's ``qpos0`` and ``init_qvel`` zero.  Both Hopper
-  tasks keep ``qpos[1]`` exactly at ``h0``; the other tasks (Walker2d included) add the noise to
-  every coordinate.  For the Ant, ``qpos0`` is the torso at height 0.75 with identity
-  orientation and all leg joints at 0 (as in gymnasium's Ant, the ``init_qpos`` custom numeric
-  in ``ant.xml`` is not used); the noise is also added to the torso quaternion, which is not
-  renormalised (also as in gymnasium; MuJoCo normalises it during integration).
+* Reset as PEDA's environment code resets: ``qpos = init_qpos + U(-1e-3, 1e-3)``, then qvel
+  noise, ``1e-3 * N(0, 1)`` for HalfCheetah and Ant and ``U(-1e-3, 1e-3)`` for Hopper, Walker2d
+  and Swimmer, drawn (in that order) from the environment's ``np_random`` generator, which
+  ``reset(seed=...)`` seeds the gymnasium way.  ``init_qpos`` is the model's ``qpos0`` and
+  ``init_qvel`` zero.  Both Hopper tasks keep ``qpos[1]`` exactly at ``h0``.  For the Ant,
+  ``qpos0`` is the torso at height 0.75 with identity orientation and all leg joints at 0; the
+  noise is also added to the torso quaternion, which is not renormalised (MuJoCo normalises it
+  during integration).
 * Observations exclude the root x position (Ant and Swimmer also the y position); Hopper and
   Walker2d observations clip ``qvel`` to [-10, 10]: HalfCheetah 17 = qpos[1:] (8) + qvel (9);
   Hopper 11 = qpos[1:] (5) + clip(qvel) (6); Walker2d 17 = qpos[1:] (8) + clip(qvel) (9);
   Ant 27 = qpos[2:] (13) + qvel (14), no contact forces; Swimmer 8 = qpos[2:] (3) + qvel (5).
 * Ant: the velocities are the torso's free-joint position change ``qpos[0:2]`` over the step
-  divided by ``dt``.  PGMORL read the torso's ``xpos`` (``get_body_com``), which mujoco-py
+  divided by ``dt``.  D4MORL's code reads the torso's ``xpos`` (``get_body_com``), which mujoco-py
   leaves one MuJoCo substep behind ``qpos`` after ``mj_step``; both measure the same body, the
   difference is that time shift only.  The Ant terminates only when the state (qpos or qvel)
-  stops being finite, as in the reference (no torso height check, unlike gymnasium's Ant).  Note
+  stops being finite, as in D4MORL's code (no torso height check, unlike gymnasium's Ant).  Note
   that MuJoCo itself resets an ``MjData`` (with a warning) when ``mj_step`` meets NaN or huge
   values in qpos, qvel or qacc, so in practice this test rarely fires.
-* Swimmer: no alive bonus and no termination at all (not even on a non-finite state), exactly as
-  the reference defines it; only the 500-step truncation ends an episode.
+* Swimmer: no alive bonus and no termination at all (not even on a non-finite state), as in
+  D4MORL's code; only the 500-step truncation ends an episode.
 
 Adding a task is one :class:`EnvSpec` entry in :data:`ENV_SPECS` pointing to small named
 reward / termination / observation functions (all of the form ``f(qpos, qvel, ...)`` on batches).
@@ -107,6 +107,7 @@ __all__ = [
     "EnvSpec",
     "MOMujocoEnv",
     "assets_dir",
+    "check_physics_version",
     "clip_actions",
     "compute_observations",
     "compute_rewards",
@@ -114,6 +115,7 @@ __all__ = [
     "control_timestep",
     "get_spec",
     "load_model",
+    "physics_version",
     "reset_physics",
     "sample_initial_state",
     "simulate",
@@ -338,6 +340,29 @@ def observe_without_xy(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class ModelEdits:
+    """Where the original D4MORL model file of a robot differs physically from gymnasium's file.
+
+    The D4MORL data was generated with the model files of PEDA's ``data_generation/environments/
+    assets`` (the same files as PGMORL's). Gymnasium's files of the same robots share their
+    geometry but not all of their physics. :func:`load_model` applies these values to gymnasium's
+    file before compiling it, so the compiled model carries the original parameters (the list was
+    made by comparing every compiled parameter of both files; docs/environments.md).
+
+    Attributes:
+        limb_damping: damping of every joint below the root body (the root joints keep 0).
+        limb_limited: False: the limb joints have no range limits.
+        geom_density: density of every geom of the robot (its masses and inertias follow).
+        gear: motor gear of each actuator, in actuator order.
+    """
+
+    limb_damping: float | None = None
+    limb_limited: bool = True
+    geom_density: float | None = None
+    gear: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     """Everything that defines one D4MORL task.
 
@@ -354,8 +379,14 @@ class EnvSpec:
         terminated_fn: ``f(qpos, qvel) -> (B,) bool``.
         observation_fn: ``f(qpos, qvel) -> (B, obs_dim) float32``.
         reset_qpos_noise: half-width of the uniform noise added to ``init_qpos`` at reset.
-        reset_qvel_noise: standard deviation of the normal noise added to ``init_qvel``.
+        reset_qvel_noise: scale of the noise added to ``init_qvel`` at reset.
+        reset_qvel_normal: True: the qvel noise is ``reset_qvel_noise * N(0, 1)``; False: it is
+            uniform in ``[-reset_qvel_noise, reset_qvel_noise]``.
         reset_exact_qpos: qpos indices kept exactly at their initial value at reset.
+        model_edits: the original model file's physical parameters where they differ from
+            gymnasium's file of the same robot (None: the files agree).
+        physics_version: raised whenever the task's dynamics change (model, reset, stepping);
+            files made by an older version are refused (:func:`check_physics_version`).
     """
 
     id: str
@@ -372,7 +403,10 @@ class EnvSpec:
     observation_fn: ObservationFn = field(default=observe_without_x, repr=False)
     reset_qpos_noise: float = 1e-3
     reset_qvel_noise: float = 1e-3
+    reset_qvel_normal: bool = True
     reset_exact_qpos: tuple[int, ...] = ()
+    model_edits: ModelEdits | None = None
+    physics_version: int = 1
 
     def __post_init__(self) -> None:
         if len(self.objectives) != self.n_obj:
@@ -391,6 +425,10 @@ class EnvSpec:
         """Action size."""
         return len(self.act_low)
 
+
+# Hopper-v2 and -v3 share one robot: its original file has forty times the joint damping, a
+# stronger foot motor and no joint limits.
+_HOPPER_EDITS = ModelEdits(limb_damping=40.0, limb_limited=False, gear=(200.0, 200.0, 300.0))
 
 ENV_SPECS: dict[str, EnvSpec] = {
     spec.id: spec
@@ -421,6 +459,9 @@ ENV_SPECS: dict[str, EnvSpec] = {
             terminated_fn=hopper_terminated,
             observation_fn=observe_without_x_clip_qvel,
             reset_exact_qpos=(1,),
+            reset_qvel_normal=False,
+            model_edits=_HOPPER_EDITS,
+            physics_version=2,
         ),
         EnvSpec(
             id="MO-Hopper-v2",
@@ -435,6 +476,9 @@ ENV_SPECS: dict[str, EnvSpec] = {
             terminated_fn=hopper_terminated,
             observation_fn=observe_without_x_clip_qvel,
             reset_exact_qpos=(1,),
+            reset_qvel_normal=False,
+            model_edits=_HOPPER_EDITS,
+            physics_version=2,
         ),
         EnvSpec(
             id="MO-Walker2d-v2",
@@ -448,6 +492,9 @@ ENV_SPECS: dict[str, EnvSpec] = {
             reward_fn=walker2d_rewards,
             terminated_fn=walker2d_terminated,
             observation_fn=observe_without_x_clip_qvel,
+            reset_qvel_normal=False,
+            model_edits=ModelEdits(limb_damping=3.0, geom_density=1500.0),
+            physics_version=2,
         ),
         EnvSpec(
             id="MO-Ant-v2",
@@ -461,6 +508,8 @@ ENV_SPECS: dict[str, EnvSpec] = {
             reward_fn=ant_rewards,
             terminated_fn=nonfinite_terminated,
             observation_fn=observe_without_xy,
+            model_edits=ModelEdits(gear=(100.0,) * 8),
+            physics_version=2,
         ),
         EnvSpec(
             id="MO-Swimmer-v2",
@@ -474,6 +523,9 @@ ENV_SPECS: dict[str, EnvSpec] = {
             reward_fn=swimmer_rewards,
             terminated_fn=never_terminated,
             observation_fn=observe_without_xy,
+            reset_qvel_normal=False,
+            model_edits=ModelEdits(gear=(300.0, 300.0)),
+            physics_version=2,
         ),
     )
 }
@@ -585,6 +637,36 @@ def is_d4morl_task(env_id: str) -> bool:
     return env_id in ENV_SPECS
 
 
+#: What each physics version of a D4MORL task means (docs/environments.md).
+PHYSICS_VERSIONS = {
+    1: "gymnasium's model files and normal qvel reset noise",
+    2: "the original D4MORL model files' parameters and PEDA's reset noise",
+}
+
+
+def physics_version(env_id: str) -> int | None:
+    """The physics version files made for ``env_id`` record (None for MO-Gymnasium tasks)."""
+    spec = ENV_SPECS.get(env_id)
+    return None if spec is None else spec.physics_version
+
+
+def check_physics_version(env_id: str, recorded: Any) -> None:
+    """Raise ValueError unless ``recorded`` (a file's ``physics_version``; None or absent in
+    files written before versions were recorded, which means version 1) is the version this
+    code simulates for ``env_id``.  The caller adds the file name."""
+    current = physics_version(env_id)
+    if current is None:
+        return
+    recorded = 1 if recorded is None else recorded
+    if recorded != current:
+        made = PHYSICS_VERSIONS.get(recorded, "unknown")
+        now = PHYSICS_VERSIONS[current]
+        raise ValueError(
+            f"made under physics version {recorded} of {env_id} ({made}), but this morl simulates "
+            f"version {current} ({now}); rebuild it"
+        )
+
+
 # --------------------------------------------------------------------------------------------
 # Shared physics functions (used by MOMujocoEnv and morl.vector.BatchedEnv)
 # --------------------------------------------------------------------------------------------
@@ -624,13 +706,41 @@ def _compile_xml(path: str) -> mujoco.MjModel:
     return model
 
 
+def _compile_edited(path: str, edits: ModelEdits) -> mujoco.MjModel:
+    """Compile ``path`` with ``edits`` applied to its elements (not to the compiled arrays), so
+    that everything the compiler derives from them (masses and inertias from densities, the
+    actuators' effective strength) follows, as it did when the original file was compiled."""
+    mj = mujoco.MjSpec.from_file(path)
+    root = mj.worldbody.first_body()
+    for body in mj.bodies:
+        if body.name == "world":
+            continue
+        for geom in body.geoms:
+            if edits.geom_density is not None:
+                geom.density = edits.geom_density
+        if body.name == root.name:
+            continue
+        for joint in body.joints:
+            if edits.limb_damping is not None:
+                joint.damping[0] = edits.limb_damping
+            if not edits.limb_limited:
+                joint.limited = mujoco.mjtLimited.mjLIMITED_FALSE
+    if edits.gear is not None:
+        if len(edits.gear) != len(mj.actuators):
+            raise ValueError(f"{path}: {len(mj.actuators)} actuators, but {len(edits.gear)} gears to apply")
+        for actuator, gear in zip(mj.actuators, edits.gear):
+            actuator.gear[0] = gear
+    return mj.compile()
+
+
 def load_model(spec: EnvSpec) -> mujoco.MjModel:
-    """Compile the task's XML, set the actuator control range to the D4MORL action bounds and
-    turn off the constraint solver's warm start."""
+    """Compile the task's model: gymnasium's XML file with the original file's physical
+    parameters (``spec.model_edits``), the actuator control range set to the D4MORL action bounds
+    and the constraint solver's warm start turned off."""
     path = os.path.join(assets_dir(), spec.xml)
     if not os.path.isfile(path):
         raise ValueError(f"{spec.id}: model file {path} not found (is gymnasium installed?)")
-    model = _compile_xml(path)
+    model = _compile_xml(path) if spec.model_edits is None else _compile_edited(path, spec.model_edits)
     if model.nu != spec.act_dim:
         raise ValueError(
             f"{spec.id}: {path} has {model.nu} actuators but the spec has {spec.act_dim} action dims"
@@ -670,11 +780,16 @@ def sample_initial_state(
     init_qvel: np.ndarray,
     np_random: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Reset state ``(qpos, qvel)``: uniform +-1e-3 qpos noise, then 1e-3 * N(0, 1) qvel noise,
-    drawn in that order from ``np_random``; ``spec.reset_exact_qpos`` entries stay at init."""
+    """Reset state ``(qpos, qvel)``: uniform +-1e-3 qpos noise, then the qvel noise (1e-3 * N(0, 1)
+    or uniform +-1e-3, ``spec.reset_qvel_normal``), drawn in that order from ``np_random``;
+    ``spec.reset_exact_qpos`` entries stay at init (as PEDA's environment code resets)."""
     c = spec.reset_qpos_noise
     qpos = init_qpos + np_random.uniform(low=-c, high=c, size=init_qpos.shape[0])
-    qvel = init_qvel + spec.reset_qvel_noise * np_random.standard_normal(init_qvel.shape[0])
+    c = spec.reset_qvel_noise
+    if spec.reset_qvel_normal:
+        qvel = init_qvel + c * np_random.standard_normal(init_qvel.shape[0])
+    else:
+        qvel = init_qvel + np_random.uniform(low=-c, high=c, size=init_qvel.shape[0])
     for i in spec.reset_exact_qpos:
         qpos[i] = init_qpos[i]
     return qpos, qvel

@@ -312,3 +312,25 @@ def test_write_is_atomic(tmp_path, monkeypatch):
     assert not fresh.exists()
     assert existing.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.parquet"]
+
+
+def test_dataset_made_under_older_physics_is_refused(tmp_path):
+    """A Hopper dataset written before the original model parameters (no physics_version, or
+    version 1) would mix two robots; HalfCheetah's physics did not change, so its files stay."""
+    rng = np.random.default_rng(7)
+    base = _synthetic(rng, obs_dim=11, act_dim=3)
+    for version, name in ((None, "old.parquet"), (1, "v1.parquet")):
+        meta = {**base.meta, "env_id": "MO-Hopper-v2"}
+        if version is not None:
+            meta["physics_version"] = version
+        ds = Dataset.from_arrays(base.observations, base.actions, base.rewards, base.traj_preferences,
+                                 base.traj_lengths, meta=meta)  # fmt: skip
+        write_dataset(tmp_path / name, ds)
+        with pytest.raises(DataFileError, match=rf"{name}: dataset made under physics version 1 of MO-Hopper-v2 "
+                           r"\(gymnasium's model files.*\), but this morl simulates version 2 .*rebuild it"):  # fmt: skip
+            load_dataset(tmp_path / name)
+    current = Dataset.from_arrays(base.observations, base.actions, base.rewards, base.traj_preferences,
+                                  base.traj_lengths, meta={**base.meta, "env_id": "MO-Hopper-v2", "physics_version": 2})  # fmt: skip
+    write_dataset(tmp_path / "new.parquet", current)
+    assert load_dataset(tmp_path / "new.parquet").meta["physics_version"] == 2
+    load_dataset(_good_file(tmp_path, "cheetah.parquet"))  # HalfCheetah without a version: still version 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 
 import gymnasium
@@ -89,17 +90,23 @@ def test_every_spec_matches_its_model(env_id):
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_model_equals_mujoco_compiled_xml_and_loads_without_warnings(env_id, tmp_path, monkeypatch):
     """HalfCheetah's deprecated settotalmass attribute is replaced by mj_setTotalmass +
-    mj_setConst: same model, but no warning (and no MUJOCO_LOG.TXT) on every load."""
+    mj_setConst: same model, but no warning (and no MUJOCO_LOG.TXT) on every load.  The other
+    tasks equal gymnasium's file compiled with the original parameters written into it."""
     monkeypatch.chdir(tmp_path)
     spec = get_spec(env_id)
     model = load_model(spec)
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
-    reference = mujoco.MjModel.from_xml_path(os.path.join(assets_dir(), spec.xml))
+    path = os.path.join(assets_dir(), spec.xml)
+    if spec.model_edits is None:
+        reference = mujoco.MjModel.from_xml_path(path)
+    else:  # the same edits made by hand in the XML text
+        reference = mujoco.MjModel.from_xml_string(_xml_with_original_parameters(env_id, path))
     if spec.xml != "hopper.xml":  # the XML already declares the D4MORL bounds: overwriting is a no-op
         np.testing.assert_array_equal(reference.actuator_ctrlrange[:, 0], spec.act_low)
         np.testing.assert_array_equal(reference.actuator_ctrlrange[:, 1], spec.act_high)
     reference.actuator_ctrlrange[:, 0] = spec.act_low
     reference.actuator_ctrlrange[:, 1] = spec.act_high
+    reference.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_WARMSTART
     compared = 0
     for name in dir(reference):
         value = getattr(reference, name, None) if not name.startswith("_") else None
@@ -109,6 +116,79 @@ def test_model_equals_mujoco_compiled_xml_and_loads_without_warnings(env_id, tmp
     assert compared > 100
     if env_id == "MO-HalfCheetah-v2":
         assert model.body_mass.sum() == pytest.approx(14.0)
+
+
+def _xml_with_original_parameters(env_id: str, path: str) -> str:
+    """gymnasium's XML text with the original files' values written in, attribute by attribute
+    (an independent route to the model that load_model builds through MjSpec)."""
+    with open(path, encoding="utf-8") as f:
+        xml = f.read()
+    robot = env_id.split("-")[1]
+    if robot == "Hopper":
+        xml = xml.replace('<joint armature="1" damping="1" limited="true"/>',
+                          '<joint armature="1" damping="40" limited="false"/>')
+        head, tail = xml.split("<actuator>")
+        tail = tail.replace('gear="200.0" joint="foot_joint"', 'gear="300.0" joint="foot_joint"')
+        xml = head + "<actuator>" + tail
+    elif robot == "Walker2d":
+        xml = xml.replace('damping=".1" limited="true"', 'damping="3.0" limited="true"')
+        xml = xml.replace('<geom conaffinity="0" condim="3" contype="1" density="1000"',
+                          '<geom conaffinity="0" condim="3" contype="1" density="1500"')
+    elif robot == "Ant":
+        xml = xml.replace('gear="150"', 'gear="100"')
+    elif robot == "Swimmer":
+        xml = xml.replace('gear="150.0"', 'gear="300.0"')
+    return xml
+
+
+# Figures read from the original D4MORL model files (PEDA's data_generation/environments/assets),
+# compiled in MuJoCo 4: limb joint damping, whether limb joints are limited, motor gears, total mass.
+ORIGINAL_PARAMETERS = {
+    "MO-HalfCheetah-v2": ((6.0, 4.5, 3.0, 4.5, 3.0, 1.5), True, (120, 90, 60, 120, 60, 30), 14.0),
+    "MO-Hopper-v3": ((40.0,) * 3, False, (200, 200, 300), 15.8200),
+    "MO-Hopper-v2": ((40.0,) * 3, False, (200, 200, 300), 15.8200),
+    "MO-Walker2d-v2": ((3.0,) * 6, True, (100,) * 6, 35.5157),
+    "MO-Ant-v2": ((1.0,) * 8, True, (100,) * 8, 0.9109),
+    "MO-Swimmer-v2": ((0.0,) * 2, True, (300, 300), 106.8142),
+}
+
+# Return vector and length of the open-loop sequence of benchmarks/original_models.py (uniform
+# actions, seed 0, from the rest state) on the ORIGINAL model files, measured with that script
+# (mujoco 4.0.0, warm start off).  Ours must give the same.
+ORIGINAL_OPEN_LOOP = {
+    "MO-HalfCheetah-v2": ((386.378, 1496.270), 500),
+    "MO-Hopper-v3": ((39.002, -1.472, -459.414), 103),
+    "MO-Hopper-v2": ((38.808, -1.667), 103),
+    "MO-Walker2d-v2": ((154.509, 418.140), 139),
+    "MO-Ant-v2": ((-162.544, -145.245), 500),
+    "MO-Swimmer-v2": ((-6.632, 101.235), 500),
+}
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_models_carry_the_original_physical_parameters(env_id):
+    damping, limited, gear, mass = ORIGINAL_PARAMETERS[env_id]
+    model = load_model(get_spec(env_id))
+    limbs = model.jnt_bodyid != model.jnt_bodyid[0]  # joints below the root body
+    limb_dofs = model.jnt_dofadr[limbs]
+    np.testing.assert_allclose(model.dof_damping[limb_dofs], damping)
+    assert np.all(model.jnt_limited[limbs] == limited)
+    np.testing.assert_array_equal(model.actuator_gear[:, 0], gear)
+    assert model.body_mass.sum() == pytest.approx(mass, abs=1e-3)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_open_loop_returns_equal_the_original_model_files(env_id):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    try:
+        from original_models import open_loop_actions, open_loop_return
+    finally:
+        sys.path.pop(0)
+    spec = get_spec(env_id)
+    returns, length = open_loop_return(spec, load_model(spec), open_loop_actions(spec, 0))
+    expected, expected_length = ORIGINAL_OPEN_LOOP[env_id]
+    assert length == expected_length
+    np.testing.assert_allclose(returns, expected, atol=2e-3)
 
 
 # --------------------------------------------------------------------------- gymnasium API
@@ -193,9 +273,9 @@ def test_hopper_rewards_match_mujoco_state_and_use_d4morl_bounds():
         _, reward, _, _, _ = env.step(action)
         np.testing.assert_array_equal(env.data.ctrl, clipped)
         # MuJoCo applied the full control (no second clamp to [-1, 1]): the actuator force is the
-        # control and the joint torque is gear (200) times it.
+        # control and the joint torque is the gear (original file: 200, 200, 300) times it.
         np.testing.assert_array_equal(env.data.actuator_force, clipped)
-        np.testing.assert_allclose(env.data.qfrc_actuator[3:6], 200.0 * clipped)
+        np.testing.assert_allclose(env.data.qfrc_actuator[3:6], [200.0, 200.0, 300.0] * clipped)
         dt = env.model.opt.timestep * 5
         assert dt == pytest.approx(0.01)
         run = 1.5 * (env.data.qpos[0] - x_before) / dt + 1.0
@@ -440,7 +520,11 @@ def test_reset_noise_follows_seeded_generator(env_id):
     rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(123)))
     nq, nv = env.model.nq, env.model.nv
     qpos = env.model.qpos0 + rng.uniform(-1e-3, 1e-3, size=nq)
-    qvel = 1e-3 * rng.standard_normal(nv)
+    # PEDA's reset: normal qvel noise for HalfCheetah and Ant, uniform for the others
+    if env_id in ("MO-HalfCheetah-v2", "MO-Ant-v2"):
+        qvel = 1e-3 * rng.standard_normal(nv)
+    else:
+        qvel = rng.uniform(-1e-3, 1e-3, size=nv)
     if env_id.startswith("MO-Hopper"):
         qpos[1] = 1.25
         assert env.data.qpos[1] == 1.25  # torso height exactly h0

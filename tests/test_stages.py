@@ -173,3 +173,16 @@ def test_aggregate_tables_match_hand_computation(tmp_path):
     assert out["metrics"].read_text().count("\n") == 4  # header + 3 rows
     png = out["plot:MO-HalfCheetah-v2/expert-high"]
     assert png.stat().st_size > 5000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_behavior_checkpoint_of_older_physics_is_refused(tiny_policy, tmp_path):
+    st = torch.load(tiny_policy, weights_only=True)
+    assert st["physics_version"] == 1  # HalfCheetah: the original model is gymnasium's file
+    old = tmp_path / "hopper_old.pt"
+    torch.save({**st, "env_id": "MO-Hopper-v2", "physics_version": 1}, old)
+    with pytest.raises(ValueError, match=r"hopper_old.pt: behavior checkpoint made under physics version 1 of "
+                       r"MO-Hopper-v2 .* version 2"):  # fmt: skip
+        BehaviorPolicy(old)
+    del st["physics_version"]  # written before versions were recorded: version 1, still right for HalfCheetah
+    torch.save(st, tmp_path / "cheetah_old.pt")
+    assert BehaviorPolicy(tmp_path / "cheetah_old.pt").env_id == "MO-HalfCheetah-v2"
