@@ -137,6 +137,8 @@ def forward_inputs(agent: Agent, batch: int, t: int):
         steps = torch.arange(t - k + 1, t + 1).expand(batch, k)
         return (torch.randn(batch, k, agent.obs_dim, generator=gen), torch.randn(batch, k, agent.act_dim, generator=gen),
                 w, torch.randn(batch, k, n_obj, generator=gen), steps)  # fmt: skip
+    if agent.is_bc:
+        return (torch.randn(batch, agent.context_length, agent.obs_dim, generator=gen), None, w, None, None)
     return (torch.randn(batch, agent.obs_dim, generator=gen), None, w, torch.randn(batch, n_obj, generator=gen),
             torch.full((batch,), t, dtype=torch.long))  # fmt: skip
 

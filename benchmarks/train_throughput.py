@@ -24,8 +24,8 @@ from synthetic import synthetic_dataset  # noqa: E402
 
 from morl.config import train_settings  # noqa: E402
 from morl.data import load_dataset  # noqa: E402
-from morl.models import MODEL_NAMES, build_model, is_transformer, resolve_hp  # noqa: E402
-from morl.training import action_loss, gather_batch, make_optimizer, predict, prepare_tensors, sample_indices  # noqa: E402
+from morl.models import MODEL_NAMES, build_model, is_transformer, resolve_hp, window_length  # noqa: E402
+from morl.training import batch_loss, gather_batch, make_optimizer, prepare_tensors, sample_indices  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,14 +36,15 @@ def time_model(name: str, data, ds, hp: dict, steps: int, warmup: int = 2) -> di
                         act_high=[1.0] * ds.act_dim)  # fmt: skip
     opt, sched = make_optimizer(model, hp, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
-    K = hp["context_length"] if is_transformer(name) else None
+    K = window_length(name, hp)
 
     def step():
         batch = gather_batch(data, sample_indices(gen, data.n_steps, hp["batch_size"]), K)
-        loss = action_loss(predict(model, batch), batch)
+        loss = batch_loss(model, batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), hp["grad_clip"])
+        if is_transformer(name):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), hp["grad_clip"])
         opt.step()
         sched.step()
 
@@ -80,7 +81,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|---|")
     for name in MODEL_NAMES:
         hp = resolve_hp(train_settings(config, args.env, name))
-        data = prepare_tensors(ds, hp["return_scale"])
+        data = prepare_tensors(ds, hp["return_scale"], rtg_definition=hp["returns_to_go"])
         r = time_model(name, data, ds, hp, args.dt_steps if is_transformer(name) else args.mlp_steps)
         print(f"| {name} | {r['step_ms']:.1f} | {r['samples_per_s']:.0f} | {r['sampling_ms']:.2f} "
               f"| {100 * r['sampling_share']:.1f}% |", flush=True)  # fmt: skip

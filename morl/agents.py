@@ -11,10 +11,12 @@ the whole batch). The evaluation loop is::
         agent.observe(actions, rewards)            # g <- g - w * r (raw), t <- t + 1
 
 The agent keeps the preference-weighted return-to-go ``g`` in raw reward units (float64) and
-applies the checkpoint's ``return_scale`` itself, so its inputs match the ones it was trained
-on: ``w * (sum of future rewards) * return_scale``. MODT keeps, per slot, the last
-``eval_context_length`` steps of (g, s, a); all slots share the timestep because they start
-together.
+applies the checkpoint's ``return_scale`` itself: ``w * (R(w) - rewards so far) * return_scale``,
+whichever ``returns_to_go`` definition the network was trained with (``docs/protocol.md``).
+States are normalised with the checkpoint's statistics and clipped to [-10, 10] as in training.
+MODT keeps, per slot, the last ``eval_context_length`` steps of (g, s, a), actions in the [-1, 1]
+units it was trained on; BC the last ``context_length`` states, left-padded with zeros. All slots
+share the timestep because they start together.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from morl.models import MODEL_NAMES, build_model, is_transformer, resolve_device, resolve_hp
+from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_device, resolve_hp
 
 CHECKPOINT_FORMAT = "morl-peda-agent"
 PARTIAL_FORMAT = "morl-peda-training-state"
-CHECKPOINT_FORMAT_VERSION = 1
+#: 2: BC on stacked states, actions in [-1, 1] units, clipped states, the training definitions.
+CHECKPOINT_FORMAT_VERSION = 2
+
+#: The training definitions a checkpoint records and an evaluation must agree with.
+TRAINING_DEFINITIONS = ("returns_to_go", "statistics_from")
 
 #: Keys every final checkpoint holds (see :func:`morl.training.train`).
 CHECKPOINT_KEYS = (
@@ -45,6 +51,10 @@ CHECKPOINT_KEYS = (
     "obs_mean",
     "obs_std",
     "return_scale",
+    "returns_to_go",
+    "statistics_from",
+    "reference_dataset",
+    "reference_dataset_sha256",
     "max_episode_steps",
     "act_low",
     "act_high",
@@ -137,6 +147,7 @@ class Agent:
         device: torch.device,
         source: str | None = None,
         seed: int | None = None,
+        training: dict | None = None,
     ):
         self.model = model.to(device).eval()
         self.model_name = model_name
@@ -145,13 +156,17 @@ class Agent:
         self.obs_std = obs_std.to(device=device, dtype=torch.float32)
         self.return_scale = float(return_scale)
         self.max_episode_steps = int(max_episode_steps)
-        self.context_length = int(context_length)
+        self.is_transformer = is_transformer(model_name)
+        self.is_bc = is_bc(model_name)
+        # MODT's rolling context; BC's window is the one its network was built for.
+        self.context_length = int(model.history if self.is_bc else context_length)
+        self._to_unit = model.action_head.to_unit  # observed actions -> MODT's [-1, 1] action tokens
         self.obs_dim = int(obs_mean.shape[0])
         self.n_obj = int(n_obj)
         self.act_dim = int(act_dim)
         self.source = source
         self.seed = seed  # the training seed, for provenance
-        self.is_transformer = is_transformer(model_name)
+        self.training = dict(training or {})  # how it was trained: returns_to_go, statistics_from, reference
         self.batch_size = 0
         self.timestep = 0
         self._awaiting_observe = False
@@ -185,7 +200,7 @@ class Agent:
         self._w32 = w.float()
         self.timestep = 0
         self._awaiting_observe = False
-        if self.is_transformer:
+        if self.is_transformer or self.is_bc:
             b = self.batch_size
             self._ctx_states = torch.zeros(b, 0, self.obs_dim, device=self.device)
             self._ctx_actions = torch.zeros(b, 0, self.act_dim, device=self.device)
@@ -202,11 +217,18 @@ class Agent:
         if self._awaiting_observe:
             raise RuntimeError("act() called twice without observe() in between")
         s = (self._as_batch("obs", obs, self.obs_dim) - self.obs_mean) / self.obs_std
+        s = s.clamp(-STATE_CLIP, STATE_CLIP)
         g = self._scaled_return_to_go()
-        if self.is_transformer:
-            k = self.context_length
-            zero_action = torch.zeros(self.batch_size, 1, self.act_dim, device=self.device)
+        k = self.context_length
+        if self.is_transformer or self.is_bc:
             self._ctx_states = torch.cat([self._ctx_states, s[:, None]], dim=1)[:, -k:]
+        if self.is_bc:
+            n = self._ctx_states.shape[1]
+            states = torch.cat([self._ctx_states.new_zeros(self.batch_size, k - n, self.obs_dim), self._ctx_states], 1)
+            mask = (torch.arange(k, device=self.device) >= k - n).expand(self.batch_size, k)
+            actions = self.model(states, None, self._w32, None, None, mask)
+        elif self.is_transformer:
+            zero_action = torch.zeros(self.batch_size, 1, self.act_dim, device=self.device)
             self._ctx_returns = torch.cat([self._ctx_returns, g[:, None]], dim=1)[:, -k:]
             self._ctx_actions = torch.cat([self._ctx_actions, zero_action], dim=1)[:, -k:]
             length = self._ctx_states.shape[1]
@@ -231,7 +253,7 @@ class Agent:
         a = self._as_batch("actions", actions, self.act_dim)
         r = self._as_batch("rewards", rewards, self.n_obj, torch.float64)
         if self.is_transformer:
-            self._ctx_actions[:, -1] = a
+            self._ctx_actions[:, -1] = self._to_unit(a).clamp(-1.0, 1.0)
         self._g = self._g - self._w * r
         self.timestep += 1
         self._awaiting_observe = False
@@ -244,13 +266,25 @@ class Agent:
         return self._g.cpu().numpy()
 
 
-def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu") -> Agent:
+def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu", definitions: dict | None = None) -> Agent:
     """Load a final checkpoint as a batched evaluation :class:`Agent`.
 
     A missing, corrupt or foreign file raises :class:`CheckpointError` (a ValueError naming
-    the file). ``device`` is ``"cpu"``, ``"cuda[:i]"`` or ``"auto"``.
+    the file). ``device`` is ``"cpu"``, ``"cuda[:i]"`` or ``"auto"``. ``definitions``: the
+    ``returns_to_go`` and ``statistics_from`` the caller expects; a checkpoint trained under
+    others is refused.
     """
     ckpt = load_checkpoint(checkpoint_path)
+    if definitions is not None:
+        trained = {k: ckpt[k] for k in TRAINING_DEFINITIONS}
+        wanted = {k: definitions[k] for k in TRAINING_DEFINITIONS}
+        if trained != wanted:
+            say = lambda d: ", ".join(f"{k}: {v}" for k, v in d.items())  # noqa: E731
+            raise CheckpointError(
+                checkpoint_path,
+                f"trained with {say(trained)}, but the settings say {say(wanted)}; evaluate it with the "
+                "settings it was trained with, or retrain it",
+            )
     dev = resolve_device(device)
     try:
         model = build_model(
@@ -279,4 +313,5 @@ def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu") -> Agent
         device=dev,
         source=str(checkpoint_path),
         seed=ckpt.get("seed"),
+        training={k: ckpt[k] for k in (*TRAINING_DEFINITIONS, "reference_dataset", "reference_dataset_sha256")},
     )

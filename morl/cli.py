@@ -91,17 +91,25 @@ def cmd_train(args) -> int:
     config = load_config(args.config)
     env_id = read_meta(args.dataset)["env_id"]
     hp = train_settings(config, env_id, args.model)
-    summary = train(args.dataset, args.model, args.seed, hp, args.output, curve_path=args.curve, device=args.device)
+    summary = train(args.dataset, args.model, args.seed, hp, args.output, curve_path=args.curve, device=args.device,
+                    reference_dataset=args.reference_dataset)
     print(json.dumps(summary, indent=2, default=str))
     return 0
 
 
 def cmd_evaluate(args) -> int:
+    from morl.agents import load_checkpoint
+    from morl.config import load_config, training_definitions
+    from morl.data import read_meta
     from morl.evaluate import evaluate_checkpoint
 
-    s = _config_section(args, "evaluate")
+    config = load_config(args.config)
+    s = config["evaluate"]
+    model = load_checkpoint(args.checkpoint)["model_name"]
+    definitions = training_definitions(config, read_meta(args.dataset)["env_id"], model)
     summary = evaluate_checkpoint(args.checkpoint, args.dataset, args.output, s["divisions"], s["episodes"], s["seed"],
-                                  workers=args.workers)
+                                  workers=args.workers, reference_dataset=args.reference_dataset,
+                                  definitions=definitions)  # fmt: skip
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -178,11 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", required=True)
     sp.add_argument("--curve", default=None)
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+    sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset (for the state "
+                    "statistics under train.statistics_from: expert-high)")  # fmt: skip
 
     sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
     sp.add_argument("--output", required=True)
+    sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset the model was "
+                    "trained with (for the target-return regression under train.statistics_from: "
+                    "expert-high)")  # fmt: skip
     sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
 
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")

@@ -1,7 +1,8 @@
 """Experiment configuration: loading, schema validation and per-cell settings.
 
 Every config is checked against ``schemas/config.schema.yaml`` plus the checks a schema cannot
-express (environment ids must be registered). Errors name the file and the key, e.g.
+express (environment ids must be registered; ``statistics_from: expert-high`` needs each env's
+expert-high dataset). Errors name the file and the key, e.g.
 ``configs/x.yaml: train.steps: 0 is less than the minimum of 1``.
 """
 
@@ -109,6 +110,20 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     for i, ov in enumerate(config["behavior"].get("overrides", [])):
         for j, env_id in enumerate(ov["envs"]):
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
+    in_grid = "expert" in config["qualities"] and "high" in config["entropies"]
+    missing = [
+        f"{env_id} expert-high"
+        for env_id in config["envs"]
+        if not in_grid and (env_id, "expert", "high") not in imported_datasets(config)
+        and any(reference_cell(config, env_id, m) for m in config["models"])
+    ]
+    if missing:
+        raise ConfigError(
+            f"{source}: train.statistics_from: 'expert-high' takes the state statistics and the target regression "
+            f"of every dataset of an env from its expert-high dataset, and this config has no {', '.join(missing)}; "
+            "add expert to qualities and high to entropies, name that cell in imported_datasets, or set "
+            "train.statistics_from: dataset"
+        )
     return config
 
 
@@ -139,6 +154,20 @@ def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str,
         if env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model]):
             hp.update({k: v for k, v in ov.items() if k in keys})
     return hp
+
+
+def reference_cell(config: dict[str, Any], env_id: str, model: str) -> tuple[str, str, str] | None:
+    """The dataset cell whose statistics a model of ``env_id`` is trained and evaluated with: the
+    env's expert-high cell under ``statistics_from: expert-high``, else None (its own dataset)."""
+    if train_settings(config, env_id, model)["statistics_from"] == "expert-high":
+        return (env_id, "expert", "high")
+    return None
+
+
+def training_definitions(config: dict[str, Any], env_id: str, model: str) -> dict[str, str]:
+    """The ``returns_to_go`` and ``statistics_from`` of one (env, model) cell, which its checkpoints record."""
+    hp = train_settings(config, env_id, model)
+    return {"returns_to_go": hp["returns_to_go"], "statistics_from": hp["statistics_from"]}
 
 
 def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:

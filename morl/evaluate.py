@@ -3,9 +3,11 @@
 Every point of a uniform simplex lattice is one preference ``w``. All points are rolled out
 together in a :class:`~morl.vector.BatchedEnv`, with one policy forward per step for the whole
 batch. For a trained agent the initial return-to-go is ``g0 = w * R(w)``, where ``R`` is a
-per-objective linear regression from the training dataset's trajectory preferences to trajectory
-returns. The achieved raw return vector (averaged over ``episodes`` episodes) is the point of
-that preference; hypervolume, sparsity and friends are computed on the set of points.
+per-objective linear regression from trajectory preferences to trajectory returns, fitted on the
+env's expert-high dataset (``statistics_from: expert-high``, as PEDA) or on the training dataset
+(``dataset``); see ``docs/protocol.md``. The achieved raw return vector (averaged over
+``episodes`` episodes) is the point of that preference; hypervolume, sparsity and friends are
+computed on the set of points.
 
 :func:`evaluate_sequential` is the slow reference the batched path is checked against (tests)
 and timed against (``benchmarks/eval_speed.py``): written the way the original D4MORL/PEDA code
@@ -297,20 +299,38 @@ def evaluate_checkpoint(
     expect_env: str | None = None,
     summary_path: str | os.PathLike | None = None,
     workers: int = 1,
+    reference_dataset: str | os.PathLike | None = None,
+    definitions: dict | None = None,
 ) -> dict[str, float]:
-    """Evaluate a trained model on the grid; the target regression is fit on ``dataset``
-    (refused if ``expect_env`` is given and the dataset is for another env).
+    """Evaluate a trained model on the grid (``dataset`` is its training dataset, refused if
+    ``expect_env`` is given and the dataset is for another env).
 
-    With ``summary_path``, the summary (HV, SP, RD, EU, non-dominated points) and what was
-    evaluated also go to a small JSON file there.
+    The target regression is fit on the dataset the checkpoint's ``statistics_from`` names: the
+    training dataset, or the expert-high dataset it was trained with (``reference_dataset``, which
+    may be left out when that is the training dataset itself; another file is refused).
+    ``definitions``: the ``returns_to_go`` and ``statistics_from`` the caller's settings say; a
+    checkpoint trained under others is refused. With ``summary_path``, the summary (HV, SP, RD,
+    EU, non-dominated points) and what was evaluated also go to a small JSON file there.
     """
     from morl.agents import load_agent
+    from morl.training import load_reference, resolve_reference
 
     ds = load_dataset(dataset, expect_env=expect_env)
     ds_meta = ds.meta
-    coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
-    agent = load_agent(checkpoint)
+    agent = load_agent(checkpoint, definitions=definitions)
     env_id = ds_meta["env_id"]
+    dataset_sha = file_sha256(dataset)
+    trained = agent.training
+    reference = resolve_reference(trained["statistics_from"], ds, dataset, reference_dataset)
+    if reference is not None:
+        reference_sha = dataset_sha if reference == Path(dataset) else file_sha256(reference)
+        if reference_sha != trained["reference_dataset_sha256"]:
+            raise ValueError(
+                f"{reference}: not the expert-high dataset {checkpoint} was trained with "
+                f"({trained['reference_dataset']}); pass that file as --reference-dataset"
+            )
+        ds = load_reference(reference, env_id)
+    coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
     result = evaluate_agent(env_id, agent, divisions, episodes, seed, coef=coef, progress=progress,
                             desc=f"evaluate {Path(checkpoint).parent}", workers=workers)  # fmt: skip
     meta = {
@@ -323,7 +343,10 @@ def evaluate_checkpoint(
         "checkpoint": str(checkpoint),
         "checkpoint_sha256": file_sha256(checkpoint),
         "dataset": str(dataset),
-        "dataset_sha256": file_sha256(dataset),
+        "dataset_sha256": dataset_sha,
+        "returns_to_go": trained["returns_to_go"],
+        "statistics_from": trained["statistics_from"],
+        "reference_dataset": None if reference is None else str(reference),
         "eval_seed": seed,
         "episodes": episodes,
         "target_regression": coef.tolist(),

@@ -8,7 +8,8 @@ Given the return vectors an agent achieves across a grid of preferences (referen
   point (default: the origin). Exact: a sort-and-sweep for 2 objectives, the dimension sweep of
   Beume et al. (2009) for 3, and slicing along the last objective down to the 3-objective sweep
   for more (Hypervolume by Slicing Objectives);
-* :func:`sparsity` (SP) - the mean squared gap between neighbouring front points, per objective;
+* :func:`sparsity` (SP) - the mean squared gap between neighbouring front points, per objective,
+  on the points PEDA keeps (:func:`peda_front`);
 * :func:`return_deviation` (RD) - how far the achieved return ratios are from the preferences;
 * :func:`expected_utility` (EU) - the mean scalarised return ``w . R``.
 
@@ -23,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "pareto_front",
+    "peda_front",
     "hypervolume",
     "sparsity",
     "return_deviation",
@@ -138,10 +140,14 @@ def pareto_front(points) -> np.ndarray:
     if p.shape[0] == 0:
         return p
     p = np.unique(p, axis=0)  # also sorts lexicographically
-    if p.shape[1] == 1:
-        return p[-1:]
-    mask = _front_mask_2d(p) if p.shape[1] == 2 else _front_mask_nd(p)
-    return p[mask]
+    return p[_front_mask(p)]
+
+
+def _front_mask(u: np.ndarray) -> np.ndarray:
+    """Mask of the non-dominated rows of unique, lexicographically sorted points ``u``."""
+    if u.shape[1] == 1:
+        return np.arange(u.shape[0]) == u.shape[0] - 1
+    return _front_mask_2d(u) if u.shape[1] == 2 else _front_mask_nd(u)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,18 +270,34 @@ def hypervolume(points, ref_point=None) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def sparsity(points) -> float:
-    """Sparsity (SP) of the Pareto front of ``points`` (reference §4; lower is better).
+def peda_front(points) -> np.ndarray:
+    """The points PEDA's sparsity is computed on (``docs/protocol.md``): every point with no
+    negative coordinate that no point dominates.
 
-    With ``F`` the strictly non-dominated points (unique rows of :func:`pareto_front`) and
-    ``N = |F|``: for each objective ``j`` sort ``F[:, j]`` into ``s_j`` and sum the squared gaps
-    between neighbours; then sum over objectives and divide by ``N - 1``::
+    Unlike :func:`pareto_front`, duplicates are all kept (a point does not dominate its copy);
+    points with a negative coordinate are dropped even when nothing dominates them. Rows keep
+    their input order.
+    """
+    p = _as_points(points)
+    if p.shape[0] == 0:
+        return p
+    unique, inverse = np.unique(p, axis=0, return_inverse=True)
+    keep = _front_mask(unique) & np.all(unique >= 0.0, axis=1)
+    return p[keep[inverse.reshape(-1)]]
+
+
+def sparsity(points) -> float:
+    """Sparsity (SP) of ``points`` as PEDA computes it (``docs/protocol.md``; lower is better).
+
+    With ``F`` the points :func:`peda_front` keeps (non-dominated, no negative coordinate,
+    duplicates kept) and ``N = |F|``: for each objective ``j`` sort ``F[:, j]`` into ``s_j`` and
+    sum the squared gaps between neighbours; then sum over objectives and divide by ``N - 1``::
 
         SP = 1 / (N - 1) * sum_j sum_{i=1}^{N-1} (s_j[i+1] - s_j[i])^2
 
-    Zero when there are fewer than two front points.
+    Zero when fewer than two points are kept.
     """
-    front = pareto_front(points)
+    front = peda_front(points)
     n = front.shape[0]
     if n < 2:
         return 0.0

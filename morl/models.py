@@ -66,7 +66,18 @@ DEFAULT_HP: dict[str, Any] = {
     "context_length": 20,
     "eval_context_length": 5,
     "grad_clip": 0.25,
+    "returns_to_go": "peda",
+    "statistics_from": "expert-high",
 }
+
+#: Normalised states are clipped to [-STATE_CLIP, STATE_CLIP], in training and in rollouts.
+STATE_CLIP = 10.0
+
+#: Training definitions of the return-to-go (see :mod:`morl.training` and ``docs/protocol.md``).
+RETURNS_TO_GO = ("peda", "weighted")
+#: Where state statistics and the target regression come from: the env's expert-high dataset or
+#: the training dataset itself.
+STATISTICS_FROM = ("expert-high", "dataset")
 
 _INT_KEYS = {
     "steps": 1,
@@ -82,6 +93,7 @@ _INT_KEYS = {
     "eval_context_length": 1,
 }
 _FLOAT_KEYS = {"lr", "weight_decay", "return_scale", "dropout", "grad_clip"}
+_CHOICE_KEYS = {"returns_to_go": RETURNS_TO_GO, "statistics_from": STATISTICS_FROM}
 
 
 def check_model_name(name: str) -> str:
@@ -96,6 +108,16 @@ def is_transformer(name: str) -> bool:
     return check_model_name(name) in ("dt", "dt-p")
 
 
+def is_bc(name: str) -> bool:
+    """True for BC and BC(P), which act on the stacked states of the last ``context_length`` steps."""
+    return check_model_name(name) in ("bc", "bc-p")
+
+
+def window_length(name: str, hp: dict) -> int | None:
+    """Steps per training sample: ``context_length`` for MODT and BC, None (one step) for MORvS."""
+    return None if check_model_name(name).startswith("rvs") else int(hp["context_length"])
+
+
 def uses_preference(name: str) -> bool:
     """True for the (P) variants, which receive the preference ``w`` as an explicit input."""
     return check_model_name(name).endswith("-p")
@@ -107,7 +129,8 @@ def resolve_hp(hp: dict | None) -> dict[str, Any]:
     Unknown keys are rejected (a typo would otherwise be silently ignored). Integers must be
     whole numbers at or above their minimum; ``lr`` and ``return_scale`` must be positive,
     ``weight_decay`` and ``grad_clip`` non-negative (``grad_clip`` 0 disables clipping),
-    ``dropout`` in [0, 1), and ``embed_dim`` divisible by ``n_head``.
+    ``dropout`` in [0, 1), ``embed_dim`` divisible by ``n_head``, and ``returns_to_go`` and
+    ``statistics_from`` one of :data:`RETURNS_TO_GO` and :data:`STATISTICS_FROM`.
     """
     hp = dict(hp or {})
     unknown = sorted(set(hp) - set(DEFAULT_HP))
@@ -128,6 +151,9 @@ def resolve_hp(hp: dict | None) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"hyperparameter {key!r} must be a finite number, got {value!r}")
         out[key] = float(value)
+    for key, choices in _CHOICE_KEYS.items():
+        if out[key] not in choices:
+            raise ValueError(f"hyperparameter {key!r} must be one of {', '.join(choices)}, got {out[key]!r}")
     if out["lr"] <= 0 or out["return_scale"] <= 0:
         raise ValueError("hyperparameters 'lr' and 'return_scale' must be positive")
     if out["weight_decay"] < 0 or out["grad_clip"] < 0:
@@ -157,13 +183,19 @@ class ActionHead(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.act_center + self.act_half_range * torch.tanh(self.linear(h))
 
+    def to_unit(self, actions: torch.Tensor) -> torch.Tensor:
+        """Actions in the tanh's units: the box ``[act_low, act_high]`` mapped onto [-1, 1] (for
+        bounds symmetric about 0, as in D4MORL, this is ``a / act_high``)."""
+        return (actions - self.act_center) / self.act_half_range
+
 
 class MLPPolicy(nn.Module):
     """BC, BC(P), MORvS and MORvS(P): an MLP on the concatenation of the enabled inputs.
 
-    Input = ``s`` (always), ``w`` if ``condition_on_preference``, and the average return-to-go
-    ``g_t / (T - t)`` if ``condition_on_return``. ``depth`` hidden layers of width ``hidden``,
-    each followed by ReLU and dropout, then the tanh action head.
+    MORvS (``history=None``) sees one step: ``s`` and the average return-to-go ``g_t / (T - t)``,
+    plus ``w`` for MORvS(P). BC sees the last ``history`` steps, ``s`` (with ``w`` appended to
+    each for BC(P)) stacked into one vector, padded steps zero. ``depth`` hidden layers of width
+    ``hidden``, each followed by ReLU and dropout, then the tanh action head.
     """
 
     def __init__(
@@ -180,12 +212,15 @@ class MLPPolicy(nn.Module):
         act_low: Sequence[float],
         act_high: Sequence[float],
         max_episode_steps: int,
+        history: int | None = None,
     ):
         super().__init__()
         self.condition_on_preference = condition_on_preference
         self.condition_on_return = condition_on_return
         self.max_episode_steps = int(max_episode_steps)
-        in_dim = obs_dim + n_obj * (int(condition_on_preference) + int(condition_on_return))
+        self.history = history
+        step_dim = obs_dim + n_obj * int(condition_on_preference)
+        in_dim = step_dim * (history or 1) + n_obj * int(condition_on_return)
         layers: list[nn.Module] = []
         for i in range(depth):
             layers += [nn.Linear(in_dim if i == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
@@ -200,17 +235,29 @@ class MLPPolicy(nn.Module):
         return returns_to_go / steps_left.unsqueeze(-1)
 
     def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
-        """Predict ``a_t`` for each row. ``actions`` and ``mask`` are unused (single-step input).
+        """Predict one action per row; ``actions`` are unused.
 
-        states (B, obs_dim), preferences (B, n_obj), returns_to_go (B, n_obj) = scaled g_t,
-        timesteps (B,) integer t -> (B, act_dim).
+        MORvS: states (B, obs_dim), preferences (B, n_obj), returns_to_go (B, n_obj) = scaled g_t,
+        timesteps (B,) integer t. BC: states (B, history, obs_dim), preferences (B, n_obj) or
+        (B, history, n_obj), mask (B, history) bool False on left padding (or None). -> (B, act_dim).
         """
-        parts = [states]
+        if self.history is None:
+            parts = [states]
+            if self.condition_on_preference:
+                parts.append(preferences)
+            if self.condition_on_return:
+                parts.append(self.average_return_to_go(returns_to_go, timesteps))
+            return self.action_head(self.trunk(torch.cat(parts, dim=-1)))
+        b, k, _ = states.shape
+        if k != self.history:
+            raise ValueError(f"BC takes windows of {self.history} steps, got {k}")
+        x = states
         if self.condition_on_preference:
-            parts.append(preferences)
-        if self.condition_on_return:
-            parts.append(self.average_return_to_go(returns_to_go, timesteps))
-        return self.action_head(self.trunk(torch.cat(parts, dim=-1)))
+            w = preferences if preferences.dim() == 3 else preferences.unsqueeze(1).expand(b, k, -1)
+            x = torch.cat([x, w], dim=-1)
+        if mask is not None:
+            x = x * mask.unsqueeze(-1).to(x.dtype)
+        return self.action_head(self.trunk(x.reshape(b, -1)))
 
 
 class CausalSelfAttention(nn.Module):
@@ -241,7 +288,8 @@ class CausalSelfAttention(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    """GPT-2 block with pre-layer-norm: x + Attn(LN(x)), then x + MLP(LN(x)) with a 4x GELU MLP."""
+    """GPT-2 block with pre-layer-norm: x + Attn(LN(x)), then x + MLP(LN(x)) with a 4x ReLU MLP
+    (PEDA's GPT-2 configuration: ``activation_function="relu"``, ``n_inner = 4 * embed_dim``)."""
 
     def __init__(self, embed_dim: int, n_head: int, dropout: float):
         super().__init__()
@@ -250,7 +298,7 @@ class TransformerBlock(nn.Module):
         self.ln_2 = nn.LayerNorm(embed_dim)
         self.mlp = nn.Sequential(
             nn.Linear(embed_dim, 4 * embed_dim),
-            nn.GELU(),
+            nn.ReLU(),
             nn.Linear(4 * embed_dim, embed_dim),
             nn.Dropout(dropout),
         )
@@ -375,7 +423,7 @@ def build_model(
     ``hp`` uses ``hidden``/``depth``/``dropout`` for the MLPs and ``embed_dim``/``n_layer``/
     ``n_head``/``dropout`` for MODT (missing keys take :data:`DEFAULT_HP`). Action bounds default
     to [-1, 1] per dimension; ``max_episode_steps`` is ``T`` in MORvS's ``g / (T - t)`` and the
-    size of MODT's timestep embedding.
+    size of MODT's timestep embedding. BC stacks ``context_length`` states.
     """
     check_model_name(name)
     dims = {"obs_dim": obs_dim, "act_dim": act_dim, "n_obj": n_obj, "max_episode_steps": max_episode_steps}
@@ -407,6 +455,7 @@ def build_model(
         hidden=hp["hidden"],
         depth=hp["depth"],
         dropout=hp["dropout"],
+        history=window_length(name, hp),
         **common,
     )
 

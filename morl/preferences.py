@@ -256,8 +256,9 @@ def sample_preferences(
     * **Medium** ("wide"): per preference ``alpha_i ~ U(0, 1e7)``, ``w ~ Dirichlet(alpha)``,
       then ``w <- low + w * (high - low)`` and renormalised to sum 1.
     * **Low** ("narrow"): per preference ``alpha_i ~ U(1e7/3, 2e7/3)``, ``w ~ Dirichlet(alpha)``,
-      mapped the same way into the range shrunk by a third of its width on each side,
-      ``[low + (high-low)/3, high - (high-low)/3]``, and renormalised.
+      then ``w <- low + (high - low) / 3 + w * (high - low)``: scaled by the full width and
+      shifted by a third of it, as D4MORL's data-generation code does (``docs/protocol.md``),
+      and renormalised to sum 1.
 
     Returns ``(n, n_obj)`` float64 rows, non-negative, summing to one.
     """
@@ -277,10 +278,10 @@ def sample_preferences(
     if entropy == "medium":
         w = _dirichlet_random_alpha(rng, n, n_obj, MEDIUM_ALPHA_RANGE)
         return _map_into_box(w, low, high)
-    # low entropy
-    third = (high - low) / 3.0
+    # low entropy: the full width, shifted by a third of it
+    width = high - low
     w = _dirichlet_random_alpha(rng, n, n_obj, LOW_ALPHA_RANGE)
-    return _map_into_box(w, low + third, high - third)
+    return _map_into_box(w, low + width / 3.0, high + width / 3.0)
 
 
 # ---------------------------------------------------------------------------------------------

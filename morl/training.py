@@ -1,21 +1,30 @@
 """Supervised training of the PEDA agents on a D4MORL-style dataset.
 
 Every agent is trained by regressing the dataset's actions (MSE) from its inputs (see
-:mod:`morl.models`). Per step ``t`` of a trajectory with preference ``w`` the inputs are
+:mod:`morl.models`). The definitions follow PEDA's released code (``docs/protocol.md``):
 
-- the normalised state ``(s_t - mean) / std`` (mean/std over all dataset observations),
-- the preference ``w``,
-- the scaled preference-weighted return-to-go ``g_t = w * rtg_t * return_scale`` with
-  ``rtg_t = sum_{t' >= t} r_t'`` the raw reward vector summed to the trajectory's end,
-- the timestep ``t``.
+- states are normalised, ``(s_t - mean) / std``, and clipped to [-10, 10]; with
+  ``statistics_from: expert-high`` mean and std come from the env's expert High-H dataset (a
+  reference dataset), with ``dataset`` from the training dataset;
+- actions are clipped to the action bounds and mapped onto [-1, 1] (``a / act_high`` for
+  symmetric bounds), the units of the networks' tanh, in which the loss is computed;
+- the return-to-go (``returns_to_go`` in ``hp``), scaled by ``return_scale``:
 
-Batches: a trajectory is drawn with probability proportional to its length and a step
-uniformly within it, which is the same as drawing a step uniformly from all ``N`` dataset
-steps; that is how it is implemented (one ``torch.randint`` per batch). MLP agents train on
-that step; MODT trains on the window of ``context_length`` steps that ends at it, padded on the
-left (and masked out of attention and loss) when the trajectory starts less than
-``context_length - 1`` steps earlier. The dataset lives on the training device as contiguous
-tensors and batches are gathered by vectorised indexing.
+  * ``peda``: MODT sees the raw, unweighted reward vectors summed from each step of its window
+    to the end of the window (not of the episode); MORvS sees the unweighted mean reward vector
+    over the rest of the episode, ``sum_{t' >= t} r_t' / (L - t)`` for a trajectory of ``L``
+    steps (fed as ``g_t = (T - t) * mean`` so that the network's ``g_t / (T - t)`` is that mean);
+  * ``weighted``: both see ``g_t = w * sum_{t' >= t} r_t'`` over the rest of the episode, the
+    quantity the agents are conditioned on at evaluation.
+
+Batches: a start step is drawn uniformly from all ``N`` dataset steps (a trajectory with
+probability proportional to its length, then a uniform step within it), one ``torch.randint``
+per batch. MORvS trains on that step. MODT and BC take the window of ``context_length`` steps
+that starts there, cut at the end of the episode and then padded on the left (masked out of
+MODT's attention and loss; zero for BC). MODT is trained on every unpadded step of the window,
+BC on the window's last action; only MODT's gradients are clipped (``grad_clip``). The dataset
+lives on the training device as contiguous tensors and batches are gathered by vectorised
+indexing.
 
 Reproducibility: all randomness comes from ``seed``: a ``torch.Generator`` draws the batches,
 and the model initialisation and dropout use torch's global generator, seeded inside a
@@ -50,11 +59,14 @@ from morl.data import Dataset, atomic_write, file_sha256, load_dataset
 from morl.progress import Progress
 from morl.models import (
     DISPLAY_NAMES,
+    RETURNS_TO_GO,
+    STATE_CLIP,
     build_model,
     check_model_name,
     is_transformer,
     resolve_device,
     resolve_hp,
+    window_length,
 )
 
 log = logging.getLogger(__name__)
@@ -86,12 +98,13 @@ def observation_stats(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 class TrainingTensors:
     """The dataset as contiguous tensors on the training device, one row per step."""
 
-    states: torch.Tensor  # (N, obs_dim) float32, normalised
-    actions: torch.Tensor  # (N, act_dim) float32
+    states: torch.Tensor  # (N, obs_dim) float32, normalised and clipped
+    actions: torch.Tensor  # (N, act_dim) float32, in [-1, 1] units of the action bounds
     preferences: torch.Tensor  # (N, n_obj) float32
-    returns_to_go: torch.Tensor  # (N, n_obj) float32, g_t = w * rtg_t * return_scale
+    returns_to_go: torch.Tensor  # (N, n_obj) float32, the scaled per-step g_t
+    rewards: torch.Tensor | None  # (N, n_obj) float32 scaled raw rewards (``peda``: MODT's windows)
     timesteps: torch.Tensor  # (N,) int64, t within the trajectory
-    traj_start: torch.Tensor  # (N,) int64, row of the first step of the row's trajectory
+    traj_end: torch.Tensor  # (N,) int64, row after the last step of the row's trajectory
     obs_mean: np.ndarray
     obs_std: np.ndarray
 
@@ -100,12 +113,43 @@ class TrainingTensors:
         return int(self.states.shape[0])
 
 
-def prepare_tensors(ds: Dataset, return_scale: float, device: torch.device | str = "cpu") -> TrainingTensors:
-    """Normalise states, compute the conditioning returns and move everything to ``device``."""
-    mean, std = observation_stats(ds.observations)
+def prepare_tensors(
+    ds: Dataset,
+    return_scale: float,
+    device: torch.device | str = "cpu",
+    *,
+    rtg_definition: str = "peda",
+    stats: tuple[np.ndarray, np.ndarray] | None = None,
+    act_low=None,
+    act_high=None,
+    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+) -> TrainingTensors:
+    """Normalise and clip states, scale actions, compute the conditioning returns and move
+    everything to ``device``.
+
+    ``stats``: the (mean, std) to normalise with; default :func:`observation_stats` of ``ds``.
+    ``act_low``/``act_high`` default to [-1, 1]. ``rtg_definition`` is ``peda`` or ``weighted``
+    (module docstring); ``max_episode_steps`` is MORvS's ``T``.
+    """
+    if rtg_definition not in RETURNS_TO_GO:
+        raise ValueError(f"rtg_definition must be one of {', '.join(RETURNS_TO_GO)}, got {rtg_definition!r}")
+    mean, std = observation_stats(ds.observations) if stats is None else stats
     states = (ds.observations - mean) / std
+    np.clip(states, -STATE_CLIP, STATE_CLIP, out=states)
+    low = np.asarray([-1.0] * ds.act_dim if act_low is None else act_low, np.float32)
+    high = np.asarray([1.0] * ds.act_dim if act_high is None else act_high, np.float32)
+    actions = np.clip(ds.actions, low, high)
+    actions -= (high + low) / 2
+    actions /= (high - low) / 2
     rtg = returns_to_go(ds.rewards, ds.traj_starts, ds.traj_lengths)
-    g = ds.preferences.astype(np.float64) * rtg * float(return_scale)
+    if rtg_definition == "weighted":
+        g = ds.preferences.astype(np.float64) * rtg
+        rewards = None
+    else:
+        steps_left = np.repeat(ds.traj_lengths, ds.traj_lengths) - ds.steps
+        g = rtg * ((max_episode_steps - ds.steps) / steps_left)[:, None]
+        rewards = ds.rewards * np.float32(return_scale)
+    g = g * float(return_scale)
 
     def to(x, dtype):
         # np.require copies only arrays that are not contiguous, writable (Arrow-backed) or of the
@@ -115,56 +159,63 @@ def prepare_tensors(ds: Dataset, return_scale: float, device: torch.device | str
 
     return TrainingTensors(
         states=to(states, torch.float32),
-        actions=to(ds.actions, torch.float32),
+        actions=to(actions, torch.float32),
         preferences=to(ds.preferences, torch.float32),
         returns_to_go=to(g, torch.float32),
+        rewards=None if rewards is None else to(rewards, torch.float32),
         timesteps=to(ds.steps, torch.long),
-        traj_start=to(np.repeat(ds.traj_starts, ds.traj_lengths), torch.long),
-        obs_mean=mean,
-        obs_std=std,
+        traj_end=to(np.repeat(ds.traj_starts + ds.traj_lengths, ds.traj_lengths), torch.long),
+        obs_mean=np.asarray(mean, np.float32),
+        obs_std=np.asarray(std, np.float32),
     )
 
 
 def sample_indices(generator: torch.Generator, n_steps: int, batch_size: int) -> torch.Tensor:
-    """Step indices (CPU int64): trajectory ~ length, then a uniform step within it."""
+    """Start steps (CPU int64): trajectory ~ length, then a uniform step within it."""
     return torch.randint(n_steps, (batch_size,), generator=generator)
 
 
-def gather_batch(data: TrainingTensors, end: torch.Tensor, context_length: int | None) -> dict[str, torch.Tensor]:
-    """Model inputs and targets for the steps ``end`` (B,).
+def gather_batch(data: TrainingTensors, start: torch.Tensor, context_length: int | None) -> dict[str, torch.Tensor]:
+    """Model inputs and targets for the start steps ``start`` (B,).
 
-    ``context_length=None`` gives single steps (MLP agents): tensors (B, dim). Otherwise the
-    window of ``context_length`` steps ending at each index (MODT): tensors (B, K, dim) with
-    ``mask`` (B, K) False on the left padding, whose entries are zero.
+    ``context_length=None`` gives single steps (MORvS): tensors (B, dim). Otherwise the window
+    of steps ``[start, start + context_length)`` cut at the end of the trajectory and padded on
+    the left to ``context_length`` (MODT, BC): tensors (B, K, dim) with ``mask`` (B, K) False on
+    the padding, whose entries are zero. With per-step rewards in ``data`` (``peda``), the
+    window's return-to-go is the reward summed from each step to the end of the window.
     """
-    end = end.to(data.states.device)
+    start = start.to(data.states.device)
     if context_length is None:
         return {
-            "states": data.states[end],
-            "actions": data.actions[end],
-            "preferences": data.preferences[end],
-            "returns_to_go": data.returns_to_go[end],
-            "timesteps": data.timesteps[end],
+            "states": data.states[start],
+            "actions": data.actions[start],
+            "preferences": data.preferences[start],
+            "returns_to_go": data.returns_to_go[start],
+            "timesteps": data.timesteps[start],
             "mask": None,
         }
-    offsets = torch.arange(1 - context_length, 1, device=end.device)
-    idx = end[:, None] + offsets  # (B, K)
-    start = data.traj_start[end][:, None]
-    mask = idx >= start
-    idx = torch.maximum(idx, start)
+    k = context_length
+    length = torch.clamp(data.traj_end[start] - start, max=k)
+    offset = torch.arange(k, device=start.device)[None, :] - (k - length)[:, None]  # (B, K), < 0 on padding
+    mask = offset >= 0
+    idx = start[:, None] + offset.clamp(min=0)
     m = mask[..., None]
+    if data.rewards is None:
+        rtg = data.returns_to_go[idx] * m
+    else:
+        rtg = (data.rewards[idx] * m).flip(1).cumsum(1).flip(1) * m
     return {
         "states": data.states[idx] * m,
         "actions": data.actions[idx] * m,
         "preferences": data.preferences[idx] * m,
-        "returns_to_go": data.returns_to_go[idx] * m,
+        "returns_to_go": rtg,
         "timesteps": data.timesteps[idx] * mask,
         "mask": mask,
     }
 
 
 def predict(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The model's action predictions for a batch from :func:`gather_batch`."""
+    """The model's action predictions (in the action bounds) for a batch from :func:`gather_batch`."""
     return model(
         batch["states"],
         batch["actions"],
@@ -176,12 +227,24 @@ def predict(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Ten
 
 
 def action_loss(predicted: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean squared error between predicted and dataset actions over the unpadded steps."""
-    err = (predicted.float() - batch["actions"]).pow(2).mean(dim=-1)
-    if batch["mask"] is None:
+    """Mean squared error between predicted and dataset actions, both in [-1, 1] units.
+
+    One prediction per window (BC) is compared with the window's last action; predictions per
+    step (MODT) are compared over the unpadded steps.
+    """
+    target, mask = batch["actions"], batch["mask"]
+    if predicted.dim() < target.dim():
+        target, mask = target[:, -1], None
+    err = (predicted.float() - target).pow(2).mean(dim=-1)
+    if mask is None:
         return err.mean()
-    mask = batch["mask"].to(err.dtype)
+    mask = mask.to(err.dtype)
     return (err * mask).sum() / mask.sum()
+
+
+def batch_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The training loss of a batch: :func:`action_loss` of the model's actions mapped to [-1, 1]."""
+    return action_loss(model.action_head.to_unit(predict(model, batch).float()), batch)
 
 
 # --------------------------------------------------------------------------- dataset metadata
@@ -221,6 +284,41 @@ def _dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
     if np.any(ds.actions < np.asarray(low) - tol) or np.any(ds.actions > np.asarray(high) + tol):
         raise ValueError(f"{path}: dataset actions lie outside the action bounds {low} .. {high}")
     return {"max_episode_steps": max_steps, "act_low": low, "act_high": high}
+
+
+def is_expert_high(meta: dict) -> bool:
+    """True if a dataset's metadata names it the expert, High-H dataset of its env."""
+    return meta.get("quality") == "expert" and meta.get("entropy") == "high"
+
+
+def load_reference(path: os.PathLike | str, env_id: str | None) -> Dataset:
+    """The expert-high dataset at ``path``: refused if it is for another env than ``env_id``, or
+    if its metadata names another cell than expert-high."""
+    ref = load_dataset(path, expect_env=env_id)
+    if "quality" in ref.meta and not is_expert_high(ref.meta):
+        raise ValueError(
+            f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
+            f"{ref.meta.get('quality')}-{ref.meta.get('entropy')}"
+        )
+    return ref
+
+
+def resolve_reference(statistics_from: str, ds: Dataset, dataset_path: os.PathLike | str,
+                      reference_dataset: os.PathLike | str | None) -> Path | None:  # fmt: skip
+    """The expert-high dataset ``statistics_from`` asks for: None for ``dataset`` (a reference is
+    then refused), else ``reference_dataset``, or the training dataset if it is the expert-high one."""
+    if statistics_from == "dataset":
+        if reference_dataset is not None:
+            raise ValueError("a reference dataset is used only with statistics_from 'expert-high', not 'dataset'")
+        return None
+    if reference_dataset is not None:
+        return Path(reference_dataset)
+    if not is_expert_high(ds.meta):
+        raise ValueError(
+            f"{dataset_path}: statistics_from 'expert-high' needs the env's expert-high dataset as the "
+            "reference dataset (--reference-dataset), unless the dataset is that one itself"
+        )
+    return Path(dataset_path)
 
 
 # --------------------------------------------------------------------------- optimisation
@@ -302,6 +400,7 @@ def train(
     device: str = "auto",
     progress: bool = True,
     expect_env: str | None = None,
+    reference_dataset: os.PathLike | str | None = None,
 ) -> dict[str, Any]:
     """Train one PEDA agent and write its final checkpoint atomically to ``checkpoint_path``.
 
@@ -309,8 +408,13 @@ def train(
 
     ``hp`` keys (missing ones take :data:`morl.models.DEFAULT_HP`): steps, batch_size, lr,
     weight_decay, warmup_steps, return_scale, checkpoint_every (0 = never), hidden, depth,
-    embed_dim, n_layer, n_head, dropout, context_length, eval_context_length, grad_clip
-    (global-norm clipping, 0 = off).
+    embed_dim, n_layer, n_head, dropout, context_length (MODT's training window and BC's stacked
+    states), eval_context_length, grad_clip (MODT's global-norm clipping, 0 = off),
+    returns_to_go (``peda`` or ``weighted``) and statistics_from (``expert-high`` or ``dataset``).
+
+    ``reference_dataset``: the env's expert-high dataset, whose state statistics normalise the
+    states when ``statistics_from`` is ``expert-high``. It may be left out only when the training
+    dataset is itself the expert-high one; with ``dataset`` it must be left out.
 
     Returns a summary: ``final_loss`` (mean loss of the last curve interval), ``steps``,
     ``resumed_from`` (step the run continued from, 0 if fresh), ``samples_per_s`` and
@@ -329,13 +433,23 @@ def train(
     ds = load_dataset(dataset_path, expect_env=expect_env)
     facts = _dataset_facts(ds, dataset_path)
     dataset_sha = file_sha256(dataset_path)
-    data = prepare_tensors(ds, hp["return_scale"], dev)
-    context_length = hp["context_length"] if is_transformer(model_name) else None
+    reference_path = resolve_reference(hp["statistics_from"], ds, dataset_path, reference_dataset)
+    stats, reference_sha = None, None
+    if reference_path is not None:
+        same = reference_path == dataset_path
+        stats = observation_stats((ds if same else load_reference(reference_path, ds.meta.get("env_id"))).observations)
+        reference_sha = dataset_sha if same else file_sha256(reference_path)
+    data = prepare_tensors(ds, hp["return_scale"], dev, rtg_definition=hp["returns_to_go"], stats=stats,
+                           act_low=facts["act_low"], act_high=facts["act_high"],
+                           max_episode_steps=facts["max_episode_steps"])  # fmt: skip
+    context_length = window_length(model_name, hp)
+    clip = hp["grad_clip"] if is_transformer(model_name) else 0.0
     fingerprint = {
         "model_name": model_name,
         "seed": seed,
         "hp": hp,
         "dataset_sha256": dataset_sha,
+        "reference_sha256": reference_sha,
         "device_type": dev.type,
         "morl_version": __version__,
     }
@@ -387,12 +501,11 @@ def train(
         while step < total:
             batch = gather_batch(data, sample_indices(sampler, data.n_steps, hp["batch_size"]), context_length)
             with autocast:
-                predicted = predict(model, batch)
-            loss = action_loss(predicted, batch)
+                loss = batch_loss(model, batch)
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            if hp["grad_clip"] > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), hp["grad_clip"])
+            if clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             lr = opt.param_groups[0]["lr"]
             opt.step()
             sched.step()
@@ -447,6 +560,10 @@ def train(
         "obs_mean": torch.from_numpy(data.obs_mean.copy()),
         "obs_std": torch.from_numpy(data.obs_std.copy()),
         "return_scale": hp["return_scale"],
+        "returns_to_go": hp["returns_to_go"],
+        "statistics_from": hp["statistics_from"],
+        "reference_dataset": None if reference_path is None else str(reference_path.resolve()),
+        "reference_dataset_sha256": reference_sha,
         "max_episode_steps": facts["max_episode_steps"],
         "act_low": facts["act_low"],
         "act_high": facts["act_high"],

@@ -1,5 +1,5 @@
 # Paths, wildcard constraints and target lists. No science here.
-from morl.config import behavior_settings, imported_datasets, train_settings
+from morl.config import behavior_settings, imported_datasets, reference_cell, train_settings, training_definitions
 
 R = config["results_dir"]
 
@@ -26,10 +26,20 @@ BENCH = R + "/benchmarks"
 IMPORTED = imported_datasets(config)
 
 
+def dataset_file(env, quality, entropy):
+    """The dataset of a cell: an imported file if the config names one, else the collected file."""
+    return IMPORTED.get((env, quality, entropy)) or DATASET.format(env=env, quality=quality, entropy=entropy)
+
+
 def dataset_for(wildcards):
-    """The training dataset of a cell: an imported file if the config names one, else the collected file."""
-    cell = (wildcards.env, wildcards.quality, wildcards.entropy)
-    return IMPORTED.get(cell) or DATASET.format(env=cell[0], quality=cell[1], entropy=cell[2])
+    """The training dataset of a cell."""
+    return dataset_file(wildcards.env, wildcards.quality, wildcards.entropy)
+
+
+def reference_for(wildcards):
+    """The env's expert-high dataset when the model's statistics come from it, else nothing."""
+    cell = reference_cell(config, wildcards.env, wildcards.model)
+    return [dataset_file(*cell)] if cell else []
 
 
 def datasets():

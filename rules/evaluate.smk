@@ -3,6 +3,7 @@ rule evaluate:
     input:
         checkpoint=CHECKPOINT,
         dataset=dataset_for,
+        reference=reference_for,
     output:
         evaluation=EVALUATION,
         summary=EVAL_SUMMARY,
@@ -13,6 +14,7 @@ rule evaluate:
     threads: 1
     params:
         settings=config["evaluate"],
+        definitions=lambda wc: training_definitions(config, wc.env, wc.model),
     conda:
         "../envs/morl.yaml"
     script:

@@ -2,6 +2,7 @@ rule train:
     """Train one PEDA model on one dataset with one seed (resumes from its partial checkpoint)."""
     input:
         dataset=dataset_for,
+        reference=reference_for,
     output:
         checkpoint=CHECKPOINT,
         curve=CURVE,

@@ -51,3 +51,31 @@ def test_console_script_is_installed():
     exe = Path(sys.executable).parent / "morl"
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and "behavior" in res.stdout and "aggregate" in res.stdout
+
+
+def test_reference_dataset_option_and_definition_mismatch(tmp_path, config, tiny_policy, capsys):
+    """Under statistics_from: expert-high, train and evaluate an amateur dataset with the expert-high
+    one as --reference-dataset; evaluating under a config that says otherwise is refused."""
+    config["train"].update(steps=4, checkpoint_every=4, statistics_from="expert-high")
+    config.update(envs=["MO-HalfCheetah-v2"], qualities=["expert", "amateur"], entropies=["high"])
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    c = ["--config", str(cfg)]
+    data = {q: tmp_path / f"{q}-high.parquet" for q in ("expert", "amateur")}
+    for quality, path in data.items():
+        assert main(["collect", *c, "--policy", str(tiny_policy), "--quality", quality, "--entropy", "high",
+                     "--output", str(path), "--n-trajectories", "3"]) == 0  # fmt: skip
+    ckpt, ev = tmp_path / "m.pt", tmp_path / "e.parquet"
+    train = ["train", *c, "--dataset", str(data["amateur"]), "--model", "bc", "--output", str(ckpt)]
+    assert main(train) == 2
+    assert "needs the env's expert-high dataset" in capsys.readouterr().err
+    ref = ["--reference-dataset", str(data["expert"])]
+    assert main(train + ref) == 0
+    evaluate = ["evaluate", "--checkpoint", str(ckpt), "--dataset", str(data["amateur"]), "--output", str(ev), *ref]
+    assert main([*evaluate, *c]) == 0
+    assert read_evaluation(ev)[0]["statistics_from"] == "expert-high"
+    config["train"]["returns_to_go"] = "weighted"
+    (tmp_path / "w.yaml").write_text(yaml.safe_dump(config))
+    assert main([*evaluate, "--config", str(tmp_path / "w.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "m.pt: trained with returns_to_go: peda" in err and "the settings say returns_to_go: weighted" in err

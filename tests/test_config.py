@@ -43,6 +43,13 @@ def test_shipped_configs_are_valid(name):
         (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gamma": 1.5}]),
          "behavior.overrides[0].gamma: 1.5 is greater than or equal to the maximum of 1"),
         (lambda c: c["behavior"].update(overrides=[{"gamma": 0.999}]), "missing required key behavior.overrides[0].envs"),
+        (lambda c: c["train"].update(returns_to_go="discounted"),
+         "train.returns_to_go: 'discounted' is not one of peda, weighted"),
+        (lambda c: c["train"].update(statistics_from="per-env"),
+         "train.statistics_from: 'per-env' is not one of expert-high, dataset"),
+        (lambda c: c["train"]["overrides"].append({"models": ["dt"], "returns_to_go": "raw"}),
+         "train.overrides[0].returns_to_go: 'raw' is not one of peda, weighted"),
+        (lambda c: c["train"].pop("statistics_from"), "missing required key train.statistics_from"),
     ],
 )
 def test_bad_config_names_the_key(config, mutate, expected):
@@ -97,3 +104,41 @@ def test_morl_behavior_trains_with_the_envs_overrides(tmp_path, config):
     assert main(["behavior", "--config", str(path), "--env", "MO-HalfCheetah-v2", "--output", str(out)]) == 0
     ckpt = torch.load(out, weights_only=True)
     assert ckpt["steps"] == 48 and ckpt["settings"]["gamma"] == 0.95
+
+
+def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config):
+    from morl.config import training_definitions
+
+    config["train"]["statistics_from"] = "expert-high"  # the smoke grid has only amateur-low
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, "c.yaml")
+    assert str(err.value) == (
+        "c.yaml: train.statistics_from: 'expert-high' takes the state statistics and the target regression of "
+        "every dataset of an env from its expert-high dataset, and this config has no MO-HalfCheetah-v2 "
+        "expert-high, MO-Hopper-v3 expert-high; add expert to qualities and high to entropies, name that cell in "
+        "imported_datasets, or set train.statistics_from: dataset"
+    )
+    config["imported_datasets"] = [{"env": "MO-HalfCheetah-v2", "quality": "expert", "entropy": "high", "path": "x"}]
+    with pytest.raises(ConfigError, match="this config has no MO-Hopper-v3 expert-high;"):
+        validate_config(config, "c.yaml")
+    config["imported_datasets"].append(dict(config["imported_datasets"][0], env="MO-Hopper-v3"))
+    validate_config(config, "c.yaml")
+    del config["imported_datasets"]
+    config.update(qualities=["expert", "amateur"], entropies=["high", "low"])
+    validate_config(config, "c.yaml")
+    # one model under expert-high through an override is enough to need the cell
+    config.update(qualities=["amateur"], entropies=["low"])
+    config["train"]["statistics_from"] = "dataset"
+    validate_config(config, "c.yaml")
+    config["train"]["overrides"] = [{"models": ["dt"], "envs": ["MO-Hopper-v3"], "statistics_from": "expert-high"}]
+    with pytest.raises(ConfigError, match="this config has no MO-Hopper-v3 expert-high;"):
+        validate_config(config, "c.yaml")
+    assert training_definitions(config, "MO-Hopper-v3", "dt") == {"returns_to_go": "peda",
+                                                                  "statistics_from": "expert-high"}
+    assert training_definitions(config, "MO-Hopper-v3", "bc") == {"returns_to_go": "peda", "statistics_from": "dataset"}
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "configs/paper.yaml"])
+def test_shipped_configs_follow_peda(name):
+    train = load_config(ROOT / name)["train"]
+    assert train["returns_to_go"] == "peda" and train["statistics_from"] == "expert-high"

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from morl.agents import Agent, load_agent
+from morl.agents import Agent, CheckpointError, load_agent
 from morl.behavior import BehaviorPolicy, train_behavior
 from morl.data import load_dataset
 from morl.envs import get_spec
@@ -32,21 +32,23 @@ from morl.evaluate import (
     BehaviorAgent,
     episode_seeds,
     evaluate_agent,
+    evaluate_checkpoint,
     evaluate_sequential,
     fit_return_regression,
+    read_evaluation,
     rollout,
     rollout_sequential,
 )
 from morl.models import MODEL_NAMES, build_model
 from morl.preferences import default_divisions, simplex_grid
-from morl.training import train
+from morl.training import observation_stats, train
 
 CHEETAH, HOPPER = "MO-HalfCheetah-v2", "MO-Hopper-v3"
 DIVISIONS = 4  # 5 points for 2 objectives, 15 for 3
 TRAIN_HP = dict(
     steps=8, batch_size=16, lr=1e-3, warmup_steps=2, return_scale=1e-3, checkpoint_every=0,
     hidden=32, depth=2, embed_dim=16, n_layer=1, n_head=1, dropout=0.1,
-    context_length=5, eval_context_length=3,
+    context_length=5, eval_context_length=3, statistics_from="dataset",
 )  # fmt: skip
 # Float64 networks: here the two paths agree bit for bit; the tolerance only leaves room for another
 # BLAS (any real difference, a wrong seed, a slot stepped after it finished, a shifted context
@@ -227,3 +229,57 @@ def test_two_episodes_average_return_vectors_with_distinct_deterministic_seeds()
     np.testing.assert_array_equal(again["returns"], res["returns"])
     sequential = evaluate_sequential(HOPPER, agent, 2, 2, 11, coef=coef, progress=False)
     assert_same_points(res, sequential)
+
+
+# ------------------------------------------------------------------------ statistics_from
+@pytest.fixture(scope="module")
+def cheetah_expert_high(tmp_path_factory, tiny_policy):
+    from morl.collect import collect_dataset
+
+    out = tmp_path_factory.mktemp("data-expert") / "expert-high.parquet"
+    collect_dataset(tiny_policy, "expert", "high", 4, out, batch_size=4, seed=5, progress=False)
+    return out
+
+
+def test_expert_high_regression_and_statistics_serve_an_amateur_dataset(tiny_dataset, cheetah_expert_high, tmp_path):
+    hp = dict(TRAIN_HP, statistics_from="expert-high")
+    train(tiny_dataset, "rvs-p", 0, hp, tmp_path / "m.pt", device="cpu", progress=False,
+          reference_dataset=cheetah_expert_high)  # fmt: skip
+    ref = load_dataset(cheetah_expert_high)
+    agent = load_agent(tmp_path / "m.pt")
+    np.testing.assert_array_equal(agent.obs_mean.numpy(), observation_stats(ref.observations)[0])
+    evaluate_checkpoint(tmp_path / "m.pt", tiny_dataset, tmp_path / "e.parquet", DIVISIONS, progress=False,
+                        reference_dataset=cheetah_expert_high)  # fmt: skip
+    meta, arr = read_evaluation(tmp_path / "e.parquet")
+    coef = fit_return_regression(ref.traj_preferences, ref.traj_returns)
+    own = load_dataset(tiny_dataset)
+    assert not np.allclose(coef, fit_return_regression(own.traj_preferences, own.traj_returns))
+    np.testing.assert_allclose(meta["target_regression"], coef)
+    assert meta["quality"] == "amateur" and meta["statistics_from"] == "expert-high"
+    assert meta["reference_dataset"] == str(cheetah_expert_high)
+    w = arr["preference"]
+    np.testing.assert_allclose(arr["target_return"], w * (w @ coef[:, :-1].T + coef[:, -1]))
+    # without the expert-high file, or with another file, the evaluation is refused
+    with pytest.raises(ValueError, match="needs the env's expert-high dataset"):
+        evaluate_checkpoint(tmp_path / "m.pt", tiny_dataset, tmp_path / "x.parquet", DIVISIONS, progress=False)
+    with pytest.raises(ValueError, match="not the expert-high dataset .*m.pt was trained with"):
+        evaluate_checkpoint(tmp_path / "m.pt", tiny_dataset, tmp_path / "x.parquet", DIVISIONS, progress=False,
+                            reference_dataset=tiny_dataset)  # fmt: skip
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_evaluating_under_other_definitions_is_refused(tiny_dataset, tmp_path):
+    train(tiny_dataset, "dt", 0, TRAIN_HP, tmp_path / "m.pt", device="cpu", progress=False)
+    said = {"returns_to_go": "weighted", "statistics_from": "dataset"}
+    with pytest.raises(CheckpointError) as info:
+        evaluate_checkpoint(tmp_path / "m.pt", tiny_dataset, tmp_path / "e.parquet", DIVISIONS, progress=False,
+                            definitions=said)  # fmt: skip
+    assert str(info.value) == (
+        f"{tmp_path / 'm.pt'}: trained with returns_to_go: peda, statistics_from: dataset, but the settings say "
+        "returns_to_go: weighted, statistics_from: dataset; evaluate it with the settings it was trained with, "
+        "or retrain it"
+    )
+    assert not (tmp_path / "e.parquet").exists()
+    evaluate_checkpoint(tmp_path / "m.pt", tiny_dataset, tmp_path / "e.parquet", DIVISIONS, progress=False,
+                        definitions=dict(said, returns_to_go="peda"))  # fmt: skip
+    assert read_evaluation(tmp_path / "e.parquet")[0]["returns_to_go"] == "peda"

@@ -13,6 +13,7 @@ from morl.metrics import (
     hypervolume,
     pareto_front,
     return_deviation,
+    peda_front,
     sparsity,
 )
 from morl.preferences import simplex_grid
@@ -234,8 +235,26 @@ def test_sparsity_hand():
     # objective 1 sorted 0, 1, 3 -> gaps^2 1 + 4; objective 2 sorted 0, 2, 3 -> 4 + 1; / (3 - 1)
     front = [[0, 3], [1, 2], [3, 0]]
     assert sparsity(front) == pytest.approx(5.0)
-    # dominated and duplicated points are not part of the front
-    assert sparsity(front + [[0.5, 0.5], [1, 2], [0, 2]]) == pytest.approx(5.0)
+    # dominated points are not part of the front
+    assert sparsity(front + [[0.5, 0.5], [0, 2]]) == pytest.approx(5.0)
+
+
+def test_sparsity_keeps_duplicates_as_peda_does():
+    # (1, 2) twice: objective 1 sorted 0, 1, 1, 3 -> 1 + 0 + 4; objective 2 sorted 0, 2, 2, 3 -> 4 + 0 + 1;
+    # (5 + 5) / (4 - 1)
+    pts = [[0, 3], [1, 2], [3, 0], [1, 2], [0.5, 0.5]]
+    np.testing.assert_array_equal(peda_front(pts), [[0, 3], [1, 2], [3, 0], [1, 2]])
+    assert sparsity(pts) == pytest.approx(10 / 3)
+    assert sparsity([[2.0, 2.0], [1.0, 1.0], [2.0, 2.0]]) == 0.0  # two copies of one point: no gaps
+
+
+def test_sparsity_drops_points_with_a_negative_coordinate():
+    # (3, -0.5) and (-1, 5) are non-dominated but dropped; (0, 3) and (1, 2) remain: (1 + 1) / 1
+    pts = [[0, 3], [3, -0.5], [1, 2], [-1, 5]]
+    np.testing.assert_array_equal(peda_front(pts), [[0, 3], [1, 2]])
+    assert sparsity(pts) == pytest.approx(2.0)
+    assert sparsity([[-1.0, 4.0], [2.0, -3.0]]) == 0.0
+    assert peda_front([[0.0, 0.0]]).shape == (1, 2)  # zero is not negative
 
 
 def test_sparsity_3d_hand():

@@ -15,11 +15,12 @@ from morl.models import (
     DISPLAY_NAMES,
     MODEL_NAMES,
     build_model,
+    is_bc,
     is_transformer,
     resolve_hp,
     uses_preference,
 )
-from morl.training import gather_batch, predict, prepare_tensors, train
+from morl.training import predict, prepare_tensors, train
 
 OBS_DIM, ACT_DIM, N_OBJ = 4, 3, 2
 ACT_LOW, ACT_HIGH = [-2.0, -1.0, 0.0], [2.0, 1.0, 4.0]
@@ -38,6 +39,7 @@ TINY_HP = dict(
     context_length=6,
     eval_context_length=4,
     checkpoint_every=0,
+    statistics_from="dataset",
 )
 
 
@@ -111,12 +113,21 @@ def test_resolve_hp_fills_paper_defaults():
     hp = resolve_hp({"steps": 10})
     assert hp["steps"] == 10 and hp["embed_dim"] == 512 and hp["context_length"] == 20
     assert hp["eval_context_length"] == 5 and hp["return_scale"] == 1e-3 and hp["warmup_steps"] == 10_000
+    assert hp["returns_to_go"] == "peda" and hp["statistics_from"] == "expert-high"
+
+
+def test_modt_feed_forward_is_a_4x_relu_mlp():
+    """PEDA's GPT-2 configuration: activation_function relu, n_inner = 4 * embed_dim."""
+    model = build_model("dt", OBS_DIM, ACT_DIM, N_OBJ, {**TINY_HP, "embed_dim": 32})
+    for block in model.blocks:
+        assert [type(m) for m in block.mlp] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear, torch.nn.Dropout]
+        assert block.mlp[0].out_features == 4 * 32
 
 
 # ------------------------------------------------------------------------------ networks
 def model_inputs(name, batch=5, k=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    shape = (batch, k) if is_transformer(name) else (batch,)
+    shape = (batch, k) if is_transformer(name) or is_bc(name) else (batch,)
     return {
         "states": torch.randn(*shape, OBS_DIM, generator=g),
         "actions": torch.randn(*shape, ACT_DIM, generator=g),
@@ -243,7 +254,8 @@ def test_each_model_overfits_a_tiny_dataset(name, dataset_path, tmp_path):
 
 def test_preference_conditioning_is_learned_by_p_variants_only(tmp_path):
     """Data whose action is a function of w alone: BC(P) fits it and acts differently per w;
-    naive BC cannot tell the preferences apart and returns the same action for every w."""
+    naive BC cannot tell the preferences apart and returns the same action for every w. (The
+    action compared is the one of a full window of context_length states.)"""
     path = tmp_path / "pref.parquet"
     write_dataset(path, make_dataset(seed=1, action_of="preference"))
     losses, actions = {}, {}
@@ -254,6 +266,8 @@ def test_preference_conditioning_is_learned_by_p_variants_only(tmp_path):
         losses[name] = s["final_loss"]
         agent = load_agent(tmp_path / f"{name}.pt")
         agent.reset(w, w * 50)
+        for _ in range(TINY_HP["context_length"] - 1):
+            agent.observe(agent.act(obs), np.zeros((2, N_OBJ)))
         actions[name] = agent.act(obs)
     assert losses["bc-p"] < 0.1 * losses["bc"]
     np.testing.assert_array_equal(actions["bc"][0], actions["bc"][1])
@@ -264,12 +278,24 @@ def test_preference_conditioning_is_learned_by_p_variants_only(tmp_path):
 
 
 # ------------------------------------------------------------------------------ agent
+def history(data, rows, k):
+    """Training-time tensors of the ``k`` steps that end at ``rows``, zero-padded on the left at
+    the start of a trajectory (what an agent sees during a rollout)."""
+    rows = torch.as_tensor(rows)
+    idx = rows[:, None] + torch.arange(1 - k, 1)
+    mask = idx >= (rows - data.timesteps[rows])[:, None]
+    idx, m = idx.clamp(min=0), mask[..., None]
+    batch = {key: getattr(data, key)[idx] * m for key in ("states", "actions", "preferences", "returns_to_go")}
+    return {**batch, "timesteps": data.timesteps[idx] * mask, "mask": mask}
+
+
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_agent_reproduces_training_time_predictions(name, dataset_path, tmp_path):
     """Replaying dataset trajectories through load_agent gives the actions the trained network
-    predicts on the training-time inputs (normalised states, g_t = w * rtg_t * scale, t, and for
-    MODT the window of the last eval_context_length steps)."""
-    hp = {**TINY_HP, "steps": 30, "dropout": 0.2}
+    predicts on the training-time inputs (clipped normalised states, g_t = w * rtg_t * scale under
+    ``returns_to_go: weighted``, t; for MODT the last eval_context_length steps with actions in
+    [-1, 1] units, for BC the last context_length states, zero-padded)."""
+    hp = {**TINY_HP, "steps": 30, "dropout": 0.2, "returns_to_go": "weighted"}
     train(dataset_path, name, 3, hp, tmp_path / "m.pt", device="cpu", progress=False)
     ckpt = load_checkpoint(tmp_path / "m.pt")
     model = build_model(
@@ -280,7 +306,8 @@ def test_agent_reproduces_training_time_predictions(name, dataset_path, tmp_path
     from morl.data import load_dataset
 
     ds = load_dataset(dataset_path)
-    data = prepare_tensors(ds, ckpt["return_scale"])
+    data = prepare_tensors(ds, ckpt["return_scale"], rtg_definition="weighted", act_low=ACT_LOW,
+                           act_high=ACT_HIGH, max_episode_steps=40)  # fmt: skip
     np.testing.assert_array_equal(ckpt["obs_mean"].numpy(), data.obs_mean)
 
     trajs = [0, 3, 5]  # replay three trajectories in one batch, as long as the shortest
@@ -288,19 +315,38 @@ def test_agent_reproduces_training_time_predictions(name, dataset_path, tmp_path
     agent = load_agent(tmp_path / "m.pt")
     w = ds.traj_preferences[trajs]
     agent.reset(w, w * ds.traj_returns[trajs])
-    k = ckpt["hp"]["eval_context_length"] if is_transformer(name) else None
+    k = {"dt": 4, "bc": 6}.get(name.split("-")[0])  # eval_context_length, context_length
     for t in range(length):
         rows = starts + t
         got = agent.act(ds.observations[rows])
         with torch.no_grad():
-            expected = predict(model, gather_batch(data, torch.as_tensor(rows), k))
-        if k is not None:
-            expected = expected[:, -1]
+            if k is None:
+                expected = predict(model, {key: v[torch.as_tensor(rows)] for key, v in vars(data).items()
+                                           if key in ("states", "actions", "preferences", "returns_to_go", "timesteps")}
+                                   | {"mask": None})  # fmt: skip
+            else:
+                expected = predict(model, history(data, rows, k))
+                expected = expected[:, -1] if is_transformer(name) else expected
         np.testing.assert_allclose(got, expected.numpy(), atol=2e-5, err_msg=f"step {t}")
         agent.observe(ds.actions[rows], ds.rewards[rows])
     assert agent.timestep == length
     seen = np.stack([ds.rewards[s : s + length].astype(np.float64).sum(0) for s in starts])
     np.testing.assert_allclose(agent.return_to_go, w * (ds.traj_returns[trajs] - seen), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["rvs-p", "bc", "dt"])
+def test_agent_clips_normalised_states_to_ten(name, dataset_path, tmp_path):
+    """States beyond 10 standard deviations act like states at 10, as in training."""
+    train(dataset_path, name, 0, {**TINY_HP, "steps": 5}, tmp_path / "m.pt", device="cpu", progress=False)
+    ckpt = load_checkpoint(tmp_path / "m.pt")
+    mean, std = ckpt["obs_mean"].numpy(), ckpt["obs_std"].numpy()
+    w = np.array([[0.3, 0.7]], np.float32)
+    acts = []
+    for sigmas in (10.0, 1000.0):
+        agent = load_agent(tmp_path / "m.pt")
+        agent.reset(w, w * 50)
+        acts.append(agent.act((mean + sigmas * std)[None].astype(np.float32)))
+    np.testing.assert_allclose(acts[0], acts[1], atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["dt-p", "rvs-p"])

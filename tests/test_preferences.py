@@ -128,15 +128,16 @@ def test_medium_entropy_maps_affinely_into_the_box():
     assert w[:, 0].min() < 0.26 and w[:, 0].max() > 0.74
 
 
-def test_low_entropy_range_is_shrunk_by_a_third():
-    # 2 objectives: a1 / (a1 + a2) in [1/3, 2/3], mapped into [1/3, 2/3] -> [4/9, 5/9]
+def test_low_entropy_is_scaled_by_the_full_width_and_shifted_by_a_third():
+    # 2 objectives: a1 / (a1 + a2) in [1/3, 2/3]; w <- 1/3 + w, then renormalised by 1/3 + 1/3 + 1:
+    # (1/3 + 1/3) / (5/3) = 0.4 to (1/3 + 2/3) / (5/3) = 0.6
     w = sample_preferences("low", 20000, 2, np.random.default_rng(6))
-    assert w[:, 0].min() >= 4 / 9 - 1e-3 and w[:, 0].max() <= 5 / 9 + 1e-3
-    assert w[:, 0].min() < 4 / 9 + 0.01 and w[:, 0].max() > 5 / 9 - 0.01
-    # with a box: [0, 0.6] shrinks to [0.2, 0.4]; two objectives then renormalise around 1/2
-    w = sample_preferences("low", 2000, 2, np.random.default_rng(7), low=0.0, high=0.6)
-    first = (0.2 + 0.2 * np.linspace(1 / 3, 2 / 3, 3)) / 0.6
-    assert w[:, 0].min() >= first[0] - 1e-3 and w[:, 0].max() <= first[-1] + 1e-3
+    assert w[:, 0].min() >= 0.4 - 1e-3 and w[:, 0].max() <= 0.6 + 1e-3
+    assert w[:, 0].min() < 0.4 + 0.01 and w[:, 0].max() > 0.6 - 0.01
+    # with a box [0.3, 0.9]: w <- 0.3 + 0.2 + 0.6 w, sum 1.6 -> (0.5 + 0.6 [1/3, 2/3]) / 1.6 = [0.4375, 0.5625]
+    w = sample_preferences("low", 20000, 2, np.random.default_rng(7), low=0.3, high=0.9)
+    assert w[:, 0].min() >= 0.4375 - 1e-3 and w[:, 0].max() <= 0.5625 + 1e-3
+    assert w[:, 0].min() < 0.4375 + 0.01 and w[:, 0].max() > 0.5625 - 0.01
 
 
 def test_sample_preferences_rejects_bad_arguments():

@@ -12,7 +12,10 @@ import torch
 import morl.training as training
 from morl.agents import CHECKPOINT_KEYS
 from morl.data import Dataset, write_dataset
+from morl.models import ActionHead, build_model
 from morl.training import (
+    action_loss,
+    batch_loss,
     gather_batch,
     observation_stats,
     prepare_tensors,
@@ -37,6 +40,7 @@ HP = dict(
     context_length=5,
     eval_context_length=3,
     checkpoint_every=10,
+    statistics_from="dataset",  # the toy datasets have no expert-high sibling
 )
 
 
@@ -77,33 +81,129 @@ def test_prepare_tensors_normalises_states_and_scales_weighted_returns():
     mean, std = observation_stats(ds.observations)
     assert std[2] == 1.0  # constant dimension is not blown up
     np.testing.assert_allclose(std[:2], ds.observations[:, :2].std(0), rtol=1e-5)
-    data = prepare_tensors(ds, return_scale=0.01)
+    data = prepare_tensors(ds, return_scale=0.01, rtg_definition="weighted")
     np.testing.assert_allclose(data.states.numpy().mean(0)[:2], 0, atol=1e-5)
     np.testing.assert_allclose(data.states.numpy()[:, 2], 0)
     rtg = returns_to_go(ds.rewards, ds.traj_starts, ds.traj_lengths)
     np.testing.assert_allclose(data.returns_to_go.numpy(), ds.preferences * rtg * 0.01, rtol=1e-6)
     np.testing.assert_array_equal(data.timesteps.numpy(), ds.steps)
+    assert data.rewards is None
 
 
-def test_windows_end_at_the_sampled_step_with_masked_left_padding():
+def test_normalised_states_are_clipped_to_ten():
+    ds = make_dataset()
+    mean, std = np.zeros(OBS_DIM, np.float32), np.full(OBS_DIM, 0.1, np.float32)  # e.g. a reference's
+    data = prepare_tensors(ds, return_scale=1.0, stats=(mean, std))
+    np.testing.assert_array_equal(data.obs_mean, mean)
+    assert data.states.abs().max() == 10.0 and (data.states == 10.0).any() and (data.states == -10.0).any()
+    np.testing.assert_allclose(data.states.numpy(), np.clip(ds.observations / 0.1, -10, 10), rtol=1e-6)
+
+
+def test_actions_are_clipped_and_scaled_to_unit_range():
+    ds = make_dataset(lengths=(2,))
+    ds.actions[:] = [[1.0, -3.0], [5.0, 0.5]]  # bounds [-2, 2] and [-4, 4]: 5.0 is clipped to 2
+    data = prepare_tensors(ds, return_scale=1.0, act_low=[-2.0, -4.0], act_high=[2.0, 4.0])
+    np.testing.assert_allclose(data.actions.numpy(), [[0.5, -0.75], [1.0, 0.125]])
+
+
+def test_loss_is_in_unit_action_units():
+    """A network predicting 1.0 in the bounds [-2, 2] where the data has 0: the loss is
+    (1/2)^2 = 0.25 in the tanh's units, not 1.0 in raw action units."""
+
+    class Constant(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.action_head = ActionHead(1, [-2.0], [2.0])
+
+        def forward(self, states, *rest):
+            return torch.ones(states.shape[0], 1)
+
+    ds = Dataset.from_arrays(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 2)), [[0.5, 0.5]], [3])
+    data = prepare_tensors(ds, return_scale=1.0, act_low=[-2.0], act_high=[2.0])
+    batch = gather_batch(data, torch.tensor([0, 1, 2]), None)
+    assert batch_loss(Constant(), batch).item() == pytest.approx(0.25)
+
+
+def test_bc_is_trained_on_the_window_s_last_action():
+    actions = torch.tensor([[[0.0], [0.5], [1.0]], [[0.0], [0.0], [-1.0]]])  # (B=2, K=3, 1)
+    batch = {"actions": actions, "mask": torch.ones(2, 3, dtype=torch.bool)}
+    # one prediction per window: against the last action only, (0.5 - 1)^2 and (0 + 1)^2
+    assert action_loss(torch.tensor([[0.5], [0.0]]), batch).item() == pytest.approx((0.25 + 1.0) / 2)
+    # per-step predictions (MODT): every unpadded step
+    batch["mask"] = torch.tensor([[False, True, True], [True, True, True]])
+    assert action_loss(torch.zeros(2, 3, 1), batch).item() == pytest.approx((0.25 + 1 + 1) / 5)
+
+
+def test_bc_stacks_the_last_context_length_states():
+    hp = dict(HP, context_length=4)
+    bc = build_model("bc", OBS_DIM, ACT_DIM, N_OBJ, hp)
+    bcp = build_model("bc-p", OBS_DIM, ACT_DIM, N_OBJ, hp)
+    assert bc.trunk[0].in_features == 4 * OBS_DIM and bcp.trunk[0].in_features == 4 * (OBS_DIM + N_OBJ)
+    ds = make_dataset(lengths=(9,))
+    batch = gather_batch(prepare_tensors(ds, return_scale=1.0), torch.tensor([2, 7]), 4)
+    assert batch["states"].shape == (2, 4, OBS_DIM)
+    assert bc.eval()(batch["states"], None, batch["preferences"], None, None, batch["mask"]).shape == (2, ACT_DIM)
+    with pytest.raises(ValueError, match="windows of 4 steps"):
+        bc(batch["states"][:, 1:], None, None, None, None)
+
+
+def test_windows_start_at_the_sampled_step_and_are_left_padded_at_the_episode_end():
     ds = make_dataset(lengths=(3, 9))
-    data = prepare_tensors(ds, return_scale=1.0)
-    end = torch.tensor([1, 3 + 7, 3])  # step 1 of traj 0, step 7 of traj 1, step 0 of traj 1
-    b = gather_batch(data, end, context_length=5)
-    assert b["states"].shape == (3, 5, OBS_DIM)
+    data = prepare_tensors(ds, return_scale=1.0, rtg_definition="weighted")
+    start = torch.tensor([1, 3 + 2, 3 + 7, 0])  # traj 0 step 1, traj 1 steps 2 and 7, traj 0 step 0
+    b = gather_batch(data, start, context_length=5)
+    assert b["states"].shape == (4, 5, OBS_DIM)
     np.testing.assert_array_equal(
         b["mask"].numpy(),
-        [[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]],
+        [[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 1, 1], [0, 0, 1, 1, 1]],
     )
-    np.testing.assert_array_equal(b["timesteps"].numpy(), [[0, 0, 0, 0, 1], [3, 4, 5, 6, 7], [0, 0, 0, 0, 0]])
-    torch.testing.assert_close(b["states"][1], data.states[6:11])
-    torch.testing.assert_close(b["actions"][0, 3:], data.actions[0:2])
-    torch.testing.assert_close(b["returns_to_go"][2, 4], data.returns_to_go[3])
+    np.testing.assert_array_equal(
+        b["timesteps"].numpy(), [[0, 0, 0, 1, 2], [2, 3, 4, 5, 6], [0, 0, 0, 7, 8], [0, 0, 0, 1, 2]]
+    )
+    torch.testing.assert_close(b["states"][1], data.states[5:10])
+    torch.testing.assert_close(b["actions"][0, 3:], data.actions[1:3])
+    torch.testing.assert_close(b["returns_to_go"][2, 3:], data.returns_to_go[10:12])
     for key in ("states", "actions", "preferences", "returns_to_go"):
-        assert torch.all(b[key][~b["mask"]] == 0), key  # padding is zero, not data of the previous trajectory
-    single = gather_batch(data, end, context_length=None)
-    torch.testing.assert_close(single["states"], data.states[end])
+        assert torch.all(b[key][~b["mask"]] == 0), key  # padding is zero, not data of another trajectory
+    single = gather_batch(data, start, context_length=None)
+    torch.testing.assert_close(single["states"], data.states[start])
     assert single["mask"] is None
+
+
+def hand_dataset(max_episode_steps):
+    """One trajectory of 4 steps, rewards (1, 10), (2, 20), (3, 30), (4, 40), w = (0.25, 0.75)."""
+    rewards = np.array([[1, 10], [2, 20], [3, 30], [4, 40]], np.float32)
+    meta = {"max_episode_steps": max_episode_steps}
+    return Dataset.from_arrays(np.zeros((4, 1)), np.zeros((4, 1)), rewards, [[0.25, 0.75]], [4], meta=meta)
+
+
+def test_peda_returns_to_go_modt_sums_raw_rewards_to_the_window_end():
+    ds = hand_dataset(4)
+    data = prepare_tensors(ds, return_scale=0.1, rtg_definition="peda", max_episode_steps=4)
+    b = gather_batch(data, torch.tensor([1, 3]), context_length=2)
+    # window [1, 3): 0.1 * ((2 + 3, 20 + 30), (3, 30)); window [3, 4): padding, then 0.1 * (4, 40)
+    np.testing.assert_allclose(b["returns_to_go"].numpy(), [[[0.5, 5], [0.3, 3]], [[0, 0], [0.4, 4]]], rtol=1e-6)
+
+
+def test_weighted_returns_to_go_modt_is_w_times_the_rest_of_the_episode():
+    ds = hand_dataset(4)
+    data = prepare_tensors(ds, return_scale=0.1, rtg_definition="weighted", max_episode_steps=4)
+    b = gather_batch(data, torch.tensor([1]), context_length=2)
+    # rest of the episode from step 1: (9, 90), from step 2: (7, 70); times w and 0.1
+    np.testing.assert_allclose(b["returns_to_go"][0].numpy(), [[0.225, 6.75], [0.175, 5.25]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("definition, expected", [("peda", [3.0, 30.0]), ("weighted", [0.25 * 9 / 9, 0.75 * 90 / 9])])
+def test_morvs_conditioning_under_each_definition(definition, expected):
+    """MORvS from step 1 of a 4-step trajectory, with an episode cap T = 10: ``peda`` gives the
+    unweighted mean reward over the 3 remaining steps, (9, 90) / 3; ``weighted`` gives
+    w * (9, 90) spread over the T - t = 9 steps the cap leaves."""
+    ds = hand_dataset(10)
+    data = prepare_tensors(ds, return_scale=1.0, rtg_definition=definition, max_episode_steps=10)
+    b = gather_batch(data, torch.tensor([1]), context_length=None)
+    rvs = build_model("rvs", 1, 1, 2, {}, max_episode_steps=10)
+    seen = rvs.average_return_to_go(b["returns_to_go"], b["timesteps"])[0].numpy()
+    np.testing.assert_allclose(seen, expected, rtol=1e-6)
 
 
 def test_trajectories_are_drawn_in_proportion_to_their_length():
@@ -279,3 +379,64 @@ def test_missing_action_bounds_and_unknown_env(tmp_path):
     assert str(path) in str(info.value)
     with pytest.raises(ValueError, match="does not exist"):
         train(tmp_path / "absent.parquet", "bc", 0, HP, tmp_path / "m.pt", device="cpu", progress=False)
+
+
+@pytest.mark.parametrize("name", ["dt", "dt-p", "bc", "bc-p", "rvs", "rvs-p"])
+def test_only_modt_clips_its_gradients(name, dataset_path, tmp_path, monkeypatch):
+    calls = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, norm: calls.append(norm) or real(p, norm))
+    train(dataset_path, name, 0, dict(HP, steps=3), tmp_path / "m.pt", device="cpu", progress=False)
+    assert calls == ([0.25] * 3 if name.startswith("dt") else [])
+
+
+# ------------------------------------------------------------------------------ statistics_from
+def write_cell(tmp_path, name, quality, entropy, seed, obs_shift=0.0):
+    ds = make_dataset(seed=seed, meta={"quality": quality, "entropy": entropy})
+    ds.observations[:] += obs_shift
+    path = tmp_path / f"{name}.parquet"
+    write_dataset(path, ds)
+    return path, ds
+
+
+def test_expert_high_statistics_normalise_every_dataset_of_the_env(tmp_path):
+    amateur, _ = write_cell(tmp_path, "amateur-low", "amateur", "low", 1)
+    expert, expert_ds = write_cell(tmp_path, "expert-high", "expert", "high", 2, obs_shift=3.0)
+    hp = dict(HP, steps=2, statistics_from="expert-high", returns_to_go="weighted")
+    train(amateur, "bc", 0, hp, tmp_path / "m.pt", device="cpu", progress=False, reference_dataset=expert)
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    mean, std = observation_stats(expert_ds.observations)
+    np.testing.assert_array_equal(ckpt["obs_mean"].numpy(), mean)
+    np.testing.assert_array_equal(ckpt["obs_std"].numpy(), std)
+    assert ckpt["returns_to_go"] == "weighted" and ckpt["statistics_from"] == "expert-high"
+    assert ckpt["hp"]["returns_to_go"] == "weighted" and ckpt["hp"]["statistics_from"] == "expert-high"
+    assert ckpt["reference_dataset"] == str(expert.resolve())
+    assert ckpt["reference_dataset_sha256"] == hashlib.sha256(expert.read_bytes()).hexdigest()
+    # the expert-high dataset is its own reference
+    train(expert, "bc", 0, hp, tmp_path / "e.pt", device="cpu", progress=False)
+    assert torch.load(tmp_path / "e.pt", weights_only=True)["reference_dataset"] == str(expert.resolve())
+
+
+def test_dataset_statistics_are_the_training_dataset_s_own(dataset_path, tmp_path):
+    train(dataset_path, "bc", 0, dict(HP, steps=2), tmp_path / "m.pt", device="cpu", progress=False)
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    assert ckpt["statistics_from"] == "dataset" and ckpt["reference_dataset"] is None
+    assert ckpt["returns_to_go"] == "peda"  # the default
+    np.testing.assert_array_equal(ckpt["obs_mean"].numpy(), observation_stats(make_dataset().observations)[0])
+
+
+def test_reference_dataset_mistakes_are_refused(tmp_path):
+    amateur, _ = write_cell(tmp_path, "amateur-low", "amateur", "low", 1)
+    medium, _ = write_cell(tmp_path, "expert-medium", "expert", "medium", 2)
+    hp = dict(HP, steps=2, statistics_from="expert-high")
+    run = dict(device="cpu", progress=False)
+    with pytest.raises(ValueError, match="amateur-low.parquet: statistics_from 'expert-high' needs the env's"):
+        train(amateur, "bc", 0, hp, tmp_path / "m.pt", **run)
+    with pytest.raises(ValueError, match="expert-medium.parquet: a reference dataset must be the env's expert-high "
+                       "dataset, but this is expert-medium"):  # fmt: skip
+        train(amateur, "bc", 0, hp, tmp_path / "m.pt", reference_dataset=medium, **run)
+    with pytest.raises(ValueError, match="used only with statistics_from 'expert-high'"):
+        train(amateur, "bc", 0, dict(hp, statistics_from="dataset"), tmp_path / "m.pt", reference_dataset=medium, **run)
+    with pytest.raises(ValueError, match="'returns_to_go' must be one of peda, weighted"):
+        train(amateur, "bc", 0, dict(hp, returns_to_go="discounted"), tmp_path / "m.pt", **run)
+    assert not (tmp_path / "m.pt").exists()

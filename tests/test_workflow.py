@@ -44,16 +44,42 @@ def test_paper_grid_dry_run(tmp_path):
     assert elapsed < 60, f"dry run of the paper grid took {elapsed:.0f} s"
 
 
-def test_bad_config_fails_before_any_job_runs(tmp_path):
+@pytest.mark.parametrize(
+    "mutate, expected",
+    [
+        (lambda c: c.update(models=["bc", "transformer-xl"]), "models[1]: 'transformer-xl' is not one of"),
+        (lambda c: c["train"].update(returns_to_go="discounted"), "train.returns_to_go: 'discounted' is not one of"),
+        (lambda c: c["train"].update(statistics_from="expert-high"),
+         "this config has no MO-HalfCheetah-v2 expert-high"),
+    ],
+)
+def test_bad_config_fails_before_any_job_runs(tmp_path, mutate, expected):
     config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
-    config["models"] = ["bc", "transformer-xl"]
+    mutate(config)
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(config))
     res = snakemake("--cores", "1", "--configfile", str(bad), cwd=tmp_path, timeout=120)
     assert res.returncode != 0
-    assert "models[1]: 'transformer-xl' is not one of" in res.stderr + res.stdout
+    assert expected in res.stderr + res.stdout
     assert "bad.yaml" in res.stderr + res.stdout
     assert not (tmp_path / "results").exists(), "no job may run on an invalid config"
+
+
+def test_expert_high_dataset_is_an_input_of_every_train_and_evaluate_job(tmp_path):
+    """Under statistics_from: expert-high (config.yaml), training and evaluation on every dataset
+    of the env depend on its expert-high dataset; under dataset, only on their own."""
+    for value, extra in (("expert-high", ", results/MO-HalfCheetah-v2/data/expert-high.parquet"), ("dataset", "")):
+        config = yaml.safe_load((ROOT / "config.yaml").read_text())
+        config["train"]["statistics_from"] = value
+        path = tmp_path / f"{value}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        res = snakemake("-n", "--configfile", str(path), cwd=tmp_path, timeout=120)
+        assert res.returncode == 0, res.stderr
+        jobs = re.findall(r"^rule (train|evaluate):\n\s+input: (.*)$", res.stdout + res.stderr, re.M)
+        assert len(jobs) == 48
+        for rule, inputs in jobs:
+            own = re.search(r"results/MO-HalfCheetah-v2/data/\w+-high.parquet", inputs).group(0)
+            assert inputs.endswith(own + extra), (rule, inputs)
 
 
 def test_no_path_is_misparsed():

@@ -13,7 +13,8 @@ def main(sm) -> None:
     with log_to(sm.log[0]):
         evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
                             s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary,
-                            workers=sm.threads)
+                            workers=sm.threads, reference_dataset=next(iter(sm.input.reference), None),
+                            definitions=sm.params.definitions)
 
 
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,

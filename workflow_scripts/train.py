@@ -9,7 +9,8 @@ def main(sm) -> None:
     torch.set_num_threads(sm.threads)
     with log_to(sm.log[0]):
         train(sm.input.dataset, sm.wildcards.model, int(sm.wildcards.seed), sm.params.settings,
-              sm.output.checkpoint, curve_path=sm.output.curve, expect_env=sm.wildcards.env)
+              sm.output.checkpoint, curve_path=sm.output.curve, expect_env=sm.wildcards.env,
+              reference_dataset=next(iter(sm.input.reference), None))
 
 
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
