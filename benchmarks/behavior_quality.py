@@ -5,7 +5,7 @@ For each checkpoint (a final ``policy.pt``, a ``.partial`` one, or a policy snap
 progress), the deterministic policy runs one episode at each point of the evaluation grid (501
 points for 2 objectives, 325 for 3; the evaluation seed of ``--config``), exactly as the
 ``behavior_front`` stage does for its behavior rows. Printed per checkpoint: the env-steps it
-was trained for, B, B as a fraction of the published B (reference §5, expert High-H), how many
+was trained for, B, B as a fraction of the published B (PEDA paper, expert High-H), how many
 grid points are non-dominated, the mean episode length and the seconds the evaluation took.
 
     python benchmarks/behavior_quality.py results/paper-behavior/*/policy.pt [--workers 2]

@@ -1,4 +1,4 @@
-"""Dataset collection following the D4MORL recipe (reference §2).
+"""Dataset collection following the D4MORL recipe (docs/protocol.md, "Datasets").
 
 For each trajectory a preference is drawn from the dataset's preference distribution (high,
 medium or low entropy) inside the preference range the behavior policy covers; the behavior

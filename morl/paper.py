@@ -1,9 +1,9 @@
 """The published D4MORL/PEDA numbers and the paper's units, in one place.
 
 Source: Zhu, Dang, Grover, "Scaling Pareto-Efficient Decision Making via Offline Multi-Objective
-RL", ICLR 2023 (arXiv 2305.00567), the HV and SP tables for the High-H datasets, as copied into
-``/work/shared/reference/d4morl.md`` §5. The tables below are that section's tables verbatim
-(CQL columns dropped), in the paper's units: HV ×1e6 for Ant, HalfCheetah and Walker2d, ×1e7 for
+RL", ICLR 2023 (arXiv 2305.00567), the HV and SP tables for the High-H datasets (docs/protocol.md
+lists what they are compared with and how). The tables below are the paper's numbers (CQL columns
+dropped), in the paper's units: HV ×1e6 for Ant, HalfCheetah and Walker2d, ×1e7 for
 Hopper-v2, ×1e10 for Hopper-v3, ×1e4 for Swimmer; SP ×1e4, ×1e5 for both Hoppers, ×1 for Swimmer.
 
 The paper publishes High-H datasets only; :func:`published_hv` answers ``None`` for any other
@@ -12,7 +12,7 @@ cell, and for models it does not report.
 
 from __future__ import annotations
 
-#: Divide a raw HV / SP by these to get the paper's units (reference §5).
+#: Divide a raw HV / SP by these to get the paper's units.
 HV_UNITS = {"MO-Ant-v2": 1e6, "MO-HalfCheetah-v2": 1e6, "MO-Walker2d-v2": 1e6, "MO-Hopper-v2": 1e7,
             "MO-Hopper-v3": 1e10, "MO-Swimmer-v2": 1e4}  # fmt: skip
 SP_UNITS = {"MO-Ant-v2": 1e4, "MO-HalfCheetah-v2": 1e4, "MO-Walker2d-v2": 1e4, "MO-Hopper-v2": 1e5,

@@ -313,7 +313,7 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         rows.append(row)
     notes = [
         "Each cell: the model's mean HV over seeds divided by B's HV on the same dataset, ours / the paper's "
-        "(reference §5, High-H datasets). 1.00 means as good as the behavior front; above 1 the model stitched "
+        "(PEDA paper, High-H datasets; docs/protocol.md). 1.00 means as good as the behavior front; above 1 the model stitched "
         "a better front than its data.",
         "Rank agreement: Kendall's τ between our and the paper's ordering of the models in the row "
         "(+1 same order, −1 reversed), over the models both sides have.",
