@@ -1,4 +1,4 @@
-"""Evaluation over the preference simplex (reference §4).
+"""Evaluation over the preference simplex (``docs/protocol.md``, "Evaluation").
 
 Every point of a uniform simplex lattice is one preference ``w``. All points are rolled out
 together in a :class:`~morl.vector.BatchedEnv`, with one policy forward per step for the whole

@@ -1,7 +1,7 @@
 """Pareto-front metrics for multi-objective returns (all objectives are maximised).
 
-Given the return vectors an agent achieves across a grid of preferences (reference
-``d4morl.md`` §4), this module computes:
+Given the return vectors an agent achieves across a grid of preferences (the evaluation
+protocol of ``docs/protocol.md``), this module computes:
 
 * :func:`pareto_front` - the unique non-dominated return vectors;
 * :func:`hypervolume` (HV) - the volume dominated by the points and bounded by a reference

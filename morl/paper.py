@@ -24,7 +24,7 @@ _ENV_IDS = {"Ant": "MO-Ant-v2", "HalfCheetah": "MO-HalfCheetah-v2", "Hopper-v2":
 _MODELS = {"B": "B", "MODT(P)": "dt-p", "MORvS(P)": "rvs-p", "BC(P)": "bc-p", "MODT": "dt", "MORvS": "rvs",
            "BC": "bc"}  # fmt: skip
 
-# Reference §5, HV (High-H), mean +- std over seeds, paper units.
+# The paper's HV (High-H), mean +- std over seeds, paper units.
 _HV_TABLE = """
 | dataset | env | B | MODT(P) | MORvS(P) | BC(P) | MODT | MORvS | BC |
 | Amateur | Ant | 5.61 | 5.92+-0.04 | 6.07+-0.02 | 4.37+-0.06 | 4.88+-0.60 | 4.37+-0.56 | 2.34+-0.15 |
@@ -41,7 +41,7 @@ _HV_TABLE = """
 | Expert | Walker2d | 5.21 | 4.89+-0.05 | 5.14+-0.01 | 3.74+-0.11 | 0.65+-0.46 | 5.10+-0.02 | 0.07+-0.02 |
 """
 
-# Reference §5, SP (High-H), mean +- std over seeds, paper units. Only the (P) models are published.
+# The paper's SP (High-H), mean +- std over seeds, paper units. Only the (P) models are published.
 _SP_TABLE = """
 | dataset | env | MODT(P) | MORvS(P) | BC(P) |
 | Amateur | Ant | 8.72+-0.77 | 5.24+-0.52 | 25.9+-16.4 |

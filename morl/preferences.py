@@ -3,11 +3,11 @@
 A *preference* ``w`` is a vector of ``n_obj`` non-negative weights summing to one; an agent
 conditioned on ``w`` should maximise the scalarised return ``w . R``.
 
-This module holds the three preference ideas of D4MORL / PEDA (reference ``d4morl.md``):
+This module holds the three preference ideas of D4MORL / PEDA (``docs/protocol.md``):
 
-* :func:`simplex_grid` - the uniform evaluation lattice of §4 (501 points for two objectives,
+* :func:`simplex_grid` - the uniform evaluation lattice (501 points for two objectives,
   step 1/500; 325 points for three objectives, step 1/24).
-* :func:`sample_preferences` - the High / Medium / Low entropy dataset distributions of §2.
+* :func:`sample_preferences` - the High / Medium / Low entropy dataset distributions.
 * :func:`preference_entropy` - a histogram estimate of the differential entropy of a set of
   preferences, used to order datasets by how widely their preferences spread.
 """
@@ -72,7 +72,7 @@ def default_divisions(n_obj: int) -> int:
     """Lattice divisions of the D4MORL evaluation grid: 500 for 2 objectives, 24 for 3.
 
     ``simplex_grid(2, 500)`` has 501 points and ``simplex_grid(3, 24)`` has C(26, 2) = 325
-    points (reference §4). Other objective counts have no published grid: pass ``divisions``
+    points (``docs/protocol.md``, "Evaluation"). Other objective counts have no published grid: pass ``divisions``
     explicitly to :func:`simplex_grid`.
     """
     n_obj = _check_int(n_obj, "n_obj", 1)
@@ -235,7 +235,7 @@ def sample_preferences(
     low=None,
     high=None,
 ) -> np.ndarray:
-    """Draw ``n`` preferences from one of the D4MORL dataset distributions (reference §2).
+    """Draw ``n`` preferences from one of the D4MORL dataset distributions (``docs/protocol.md``, "Datasets").
 
     Parameters
     ----------

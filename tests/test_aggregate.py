@@ -17,7 +17,7 @@ from morl.metrics import pareto_front
 from morl.paper import PUBLISHED_HV, published_fraction, published_hv
 from morl.tables import kendall_tau, latex_escape
 
-ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (reference §5)
+ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (the paper's units)
 
 
 def fake_eval(path, quality, entropy, model, seed, returns, prefs=None):
