@@ -1,5 +1,6 @@
 # Quick start:  make demo   (install, run the default experiment, print the table)
 #               make test   (install test extras, run the test suite)
+#               make lint   (snakemake --lint on every config, snakefmt --check on the Snakemake files)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ CORES ?= 2
 # itself, keeps pip from resolving a multi-GB CUDA build on machines that have the CPU wheel.
 TORCH := torch==2.13.0
 
-.PHONY: demo test install install-test dry-run clean
+.PHONY: demo test lint install install-test dry-run clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +40,15 @@ demo: install
 
 test: install-test
 	$(BIN)/python -m pytest
+
+# The Snakemake workflow catalog's checks. `snakemake --lint` exits 1 on any finding; snakefmt
+# checks the Snakefile and rules/*.smk ([tool.snakefmt] in pyproject.toml; `snakefmt .` fixes).
+lint: install-test
+	@for c in config.yaml configs/*.yaml; do \
+		echo "snakemake --lint --configfile $$c"; \
+		$(BIN)/snakemake --lint --configfile $$c || exit 1; \
+	done
+	$(BIN)/snakefmt --check .
 
 dry-run: install
 	$(BIN)/snakemake -n --configfile configs/paper.yaml

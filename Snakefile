@@ -5,17 +5,18 @@
 #
 # Run:  snakemake --cores 2                        (default config.yaml)
 #       snakemake --cores 2 --configfile configs/paper.yaml
-import os
 
+# `morl` comes from this checkout: Snakemake puts the Snakefile's folder on sys.path, and
+# workflow_scripts/morl_checkout.py puts it there for the jobs.
 from morl.config import validate_config
 
-# Jobs import `morl` from this checkout, also inside conda environments built from envs/.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 
 configfile: "config.yaml"
 
+
 # `snakemake --report results/report.html`: one self-contained page; its front page is this file.
 report: "report/workflow.rst"
+
 
 # Fail before any job runs if the config is wrong; the message names the key.
 validate_config(config, source=", ".join(map(str, workflow.configfiles)) or "config")
@@ -30,6 +31,6 @@ include: "rules/aggregate.smk"
 
 
 rule all:
+    default_target: True
     input:
         rules.aggregate.output,
-    default_target: True

@@ -3,17 +3,17 @@ rule behavior:
     output:
         policy=BEHAVIOR,
     log:
-        LOGS + "/behavior/{env}.log",
+        os.path.join(LOGS, "behavior/{env}.log"),
     benchmark:
-        BENCH + "/behavior/{env}.tsv"
+        os.path.join(BENCH, "behavior/{env}.tsv")
+    conda:
+        "../envs/morl.yaml"
     # Small networks: one torch thread is faster than two (measured: ~276 vs ~170 env-steps/s).
     threads: 1
     resources:
         mem_mb=4000,
     params:
         settings=lambda wc: behavior_settings(config, wc.env),
-    conda:
-        "../envs/morl.yaml"
     script:
         "../workflow_scripts/behavior.py"
 
@@ -25,13 +25,13 @@ rule behavior_front:
     output:
         front=BEHAVIOR_FRONT,
     log:
-        LOGS + "/behavior_front/{env}.log",
+        os.path.join(LOGS, "behavior_front/{env}.log"),
     benchmark:
-        BENCH + "/behavior_front/{env}.tsv"
+        os.path.join(BENCH, "behavior_front/{env}.tsv")
+    conda:
+        "../envs/morl.yaml"
     threads: 1
     params:
         settings=config["evaluate"],
-    conda:
-        "../envs/morl.yaml"
     script:
         "../workflow_scripts/behavior_front.py"

@@ -5,13 +5,13 @@ rule collect:
     output:
         dataset=DATASET,
     log:
-        LOGS + "/collect/{env}/{quality}-{entropy}.log",
+        os.path.join(LOGS, "collect/{env}/{quality}-{entropy}.log"),
     benchmark:
-        BENCH + "/collect/{env}/{quality}-{entropy}.tsv"
+        os.path.join(BENCH, "collect/{env}/{quality}-{entropy}.tsv")
+    conda:
+        "../envs/morl.yaml"
     threads: 1
     params:
         settings=config["collect"],
-    conda:
-        "../envs/morl.yaml"
     script:
         "../workflow_scripts/collect.py"

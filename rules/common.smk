@@ -1,7 +1,11 @@
-# Paths, wildcard constraints and target lists. No science here.
+# Paths, wildcard constraints, target lists and the outputs of the table rules. No science here.
+import os
+
 from morl.config import behavior_settings, imported_datasets, reference_cell, train_settings, training_definitions
 
+# Every output lies under the config's results_dir; the patterns below are relative to it.
 R = config["results_dir"]
+
 
 wildcard_constraints:
     env=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
@@ -10,17 +14,19 @@ wildcard_constraints:
     model=r"bc-p|bc|rvs-p|rvs|dt-p|dt",
     seed=r"\d+",
 
-BEHAVIOR = R + "/{env}/behavior/policy.pt"
-BEHAVIOR_FRONT = R + "/{env}/behavior/front.parquet"
-DATASET = R + "/{env}/data/{quality}-{entropy}.parquet"
-RUN = R + "/{env}/{quality}-{entropy}/{model}/seed{seed}"
-CHECKPOINT = RUN + "/model.pt"
-CURVE = RUN + "/curve.csv"
-EVALUATION = RUN + "/eval.parquet"
-EVAL_SUMMARY = RUN + "/summary.json"
-TABLES = R + "/tables"
-LOGS = R + "/logs"
-BENCH = R + "/benchmarks"
+
+BEHAVIOR = os.path.join(R, "{env}/behavior/policy.pt")
+BEHAVIOR_FRONT = os.path.join(R, "{env}/behavior/front.parquet")
+DATASET = os.path.join(R, "{env}/data/{quality}-{entropy}.parquet")
+RUN = os.path.join(R, "{env}/{quality}-{entropy}/{model}/seed{seed}")
+CHECKPOINT = os.path.join(RUN, "model.pt")
+CURVE = os.path.join(RUN, "curve.csv")
+EVALUATION = os.path.join(RUN, "eval.parquet")
+EVAL_SUMMARY = os.path.join(RUN, "summary.json")
+TABLES = os.path.join(R, "tables")
+PARTIAL_TABLES = os.path.join(R, "tables_partial")
+LOGS = os.path.join(R, "logs")
+BENCH = os.path.join(R, "benchmarks")
 
 
 IMPORTED = imported_datasets(config)
@@ -47,9 +53,75 @@ def datasets():
 
 
 def all_evaluations():
-    return expand(EVALUATION, env=config["envs"], quality=config["qualities"], entropy=config["entropies"],
-                  model=config["models"], seed=config["seeds"])
+    return expand(
+        EVALUATION,
+        env=config["envs"],
+        quality=config["qualities"],
+        entropy=config["entropies"],
+        model=config["models"],
+        seed=config["seeds"],
+    )
 
 
 def all_behavior_fronts():
     return expand(BEHAVIOR_FRONT, env=config["envs"])
+
+
+def all_curves():
+    """The training curve of every run, in the order of all_evaluations()."""
+    return expand(
+        CURVE,
+        env=config["envs"],
+        quality=config["qualities"],
+        entropy=config["entropies"],
+        model=config["models"],
+        seed=config["seeds"],
+    )
+
+
+def runs_on_disk(wildcards=None):
+    """(evaluation, curve or None) of every configured run whose evaluation file exists now."""
+    return [(e, c if os.path.exists(c) else None) for e, c in zip(all_evaluations(), all_curves()) if os.path.exists(e)]
+
+
+# Outputs of the table rules (rules/aggregate.smk). `report(...)` marks what
+# `snakemake --report results/report.html` shows; captions live in report/.
+PLOT_KINDS = {
+    # kind: (report category, caption, file-name pattern inside plots/<kind>/)
+    "pareto": ("Pareto fronts", "pareto.rst", "{env}_{quality}-{entropy}.png"),
+    "preference": ("Target vs achieved preference", "preference.rst", "{env}_{quality}-{entropy}.png"),
+    "hv": ("HV by dataset", "hv_bars.rst", "{env}.png"),
+    "curves": ("Training curves", "curves.rst", "{env}_{quality}-{entropy}.png"),
+}
+
+
+def plot_outputs(tables_dir, with_report):
+    out = {}
+    for kind, (category, caption, pattern) in PLOT_KINDS.items():
+        path = directory(f"{tables_dir}/plots/{kind}")
+        if with_report:
+            labels = {"env": "{env}"} if kind == "hv" else {"env": "{env}", "dataset": "{quality}-{entropy}"}
+            path = report(path, patterns=[pattern], category=category, caption=f"../report/{caption}", labels=labels)
+        out[f"plots_{kind}"] = path
+    return out
+
+
+# key: (file name, caption); the tables come as Markdown, CSV and LaTeX.
+TABLE_FILES = {
+    "summary": ("summary.html", "summary.rst"),
+    "results": ("results.md", "results_md.rst"),
+    "metrics": ("metrics.csv", "metrics.rst"),
+    "baselines": ("baselines.csv", "baselines.rst"),
+}
+for _name, _caption in [("hv", "hv_table.rst"), ("sp", "sp_table.rst"), ("paper_comparison", "comparison_table.rst")]:
+    TABLE_FILES.update({f"{_name}_{ext}": (f"{_name}.{ext}", _caption) for ext in ("md", "csv", "tex")})
+
+
+def table_outputs(tables_dir, with_report):
+    out = {}
+    for key, (name, caption) in TABLE_FILES.items():
+        out[key] = f"{tables_dir}/{name}"
+        if with_report:
+            sub = "All tables and key figures" if key == "summary" else "Markdown, CSV, LaTeX"
+            out[key] = report(out[key], category="Tables", subcategory=sub, caption=f"../report/{caption}")
+    return out

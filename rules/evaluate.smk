@@ -8,14 +8,14 @@ rule evaluate:
         evaluation=EVALUATION,
         summary=EVAL_SUMMARY,
     log:
-        LOGS + "/evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.log",
+        os.path.join(LOGS, "evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.log"),
     benchmark:
-        BENCH + "/evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv"
+        os.path.join(BENCH, "evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv")
+    conda:
+        "../envs/morl.yaml"
     threads: 1
     params:
         settings=config["evaluate"],
         definitions=lambda wc: training_definitions(config, wc.env, wc.model),
-    conda:
-        "../envs/morl.yaml"
     script:
         "../workflow_scripts/evaluate.py"

@@ -7,15 +7,15 @@ rule train:
         checkpoint=CHECKPOINT,
         curve=CURVE,
     log:
-        LOGS + "/train/{env}/{quality}-{entropy}/{model}/seed{seed}.log",
+        os.path.join(LOGS, "train/{env}/{quality}-{entropy}/{model}/seed{seed}.log"),
     benchmark:
-        BENCH + "/train/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv"
+        os.path.join(BENCH, "train/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv")
+    conda:
+        "../envs/morl.yaml"
     threads: 1
     resources:
         mem_mb=4000,
     params:
         settings=lambda wc: train_settings(config, wc.env, wc.model),
-    conda:
-        "../envs/morl.yaml"
     script:
         "../workflow_scripts/train.py"

@@ -1,6 +1,7 @@
 """Rules `aggregate` and `partial_tables`: tables and plots from the evaluations given."""
 from pathlib import Path
 
+import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.aggregate import aggregate
 from morl.progress import log_to
 

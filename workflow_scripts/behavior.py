@@ -1,4 +1,5 @@
 """Rule `behavior`: train one environment's behavior policy."""
+import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.behavior import train_behavior
 from morl.progress import log_to
 

@@ -1,4 +1,5 @@
 """Rule `behavior_front`: the behavior policy and trivial baselines on the preference grid."""
+import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.evaluate import evaluate_behavior
 from morl.progress import log_to
 

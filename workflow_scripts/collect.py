@@ -1,4 +1,5 @@
 """Rule `collect`: one D4MORL-recipe dataset."""
+import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.collect import collect_dataset
 from morl.progress import log_to
 

@@ -1,6 +1,7 @@
 """Rule `evaluate`: one trained model on the preference grid."""
 import torch
 
+import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.evaluate import evaluate_checkpoint
 from morl.progress import log_to
 

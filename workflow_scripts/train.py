@@ -1,6 +1,7 @@
 """Rule `train`: one model on one dataset with one seed."""
 import torch
 
+import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.progress import log_to
 from morl.training import train
 
