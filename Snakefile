@@ -8,18 +8,21 @@
 
 # `morl` comes from this checkout: Snakemake puts the Snakefile's folder on sys.path, and
 # workflow_scripts/morl_checkout.py puts it there for the jobs.
-from morl.config import validate_config
+from morl.config import workflow_config
 
-
-configfile: "config.yaml"
+# One config per run, validated whole before any job runs (the message names the file and the key):
+# the --configfile given, else config.yaml; --config key=value overrides apply to either. There is
+# no `configfile:` directive, because Snakemake would merge its file under any --configfile, and a
+# config that lacks a key would silently run with config.yaml's value.
+_config, _config_path = workflow_config(config, workflow.overwrite_configfiles)
+config.clear()
+config.update(_config)
+if not workflow.overwrite_configfiles:
+    workflow.configfiles.append(_config_path)  # as `configfile:` would: listed in the report
 
 
 # `snakemake --report results/report.html`: one self-contained page; its front page is this file.
 report: "report/workflow.rst"
-
-
-# Fail before any job runs if the config is wrong; the message names the key.
-validate_config(config, source=", ".join(map(str, workflow.configfiles)) or "config")
 
 
 include: "rules/common.smk"

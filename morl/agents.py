@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_device, resolve_hp
+from morl.torch_io import TorchFileError, load_torch
 
 CHECKPOINT_FORMAT = "morl-peda-agent"
 PARTIAL_FORMAT = "morl-peda-training-state"
@@ -84,12 +85,9 @@ def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(path, "checkpoint file does not exist")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        detail = next((ln for ln in lines if ln.startswith("WeightsUnpickler error")), None)
-        detail = detail or (lines[0] if lines else type(exc).__name__)
-        raise CheckpointError(path, f"not a readable torch checkpoint of plain types and tensors ({detail})") from exc
+        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
+    except TorchFileError as exc:
+        raise CheckpointError(path, exc.problem) from exc.__cause__
     if not isinstance(ckpt, dict):
         raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
     if ckpt.get("format") == PARTIAL_FORMAT:
@@ -166,7 +164,8 @@ class Agent:
         self.act_dim = int(act_dim)
         self.source = source
         self.seed = seed  # the training seed, for provenance
-        self.training = dict(training or {})  # how it was trained: returns_to_go, statistics_from, reference
+        # how and on what it was trained: returns_to_go, statistics_from, reference, env_id, dataset
+        self.training = dict(training or {})
         self.batch_size = 0
         self.timestep = 0
         self._awaiting_observe = False
@@ -313,5 +312,6 @@ def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu", definiti
         device=dev,
         source=str(checkpoint_path),
         seed=ckpt.get("seed"),
-        training={k: ckpt[k] for k in (*TRAINING_DEFINITIONS, "reference_dataset", "reference_dataset_sha256")},
+        training={**{k: ckpt[k] for k in (*TRAINING_DEFINITIONS, "reference_dataset", "reference_dataset_sha256",
+                                          "dataset_path", "dataset_sha256")}, "env_id": ckpt.get("env_id")},
     )

@@ -16,7 +16,8 @@ and writes into ``out_dir``
 * ``plots/curves/<env>_<quality>-<entropy>.{png,pdf}``: training curves (when curves are given).
 
 Cells without evaluations are shown as "—" with a footnote, so everything can be built from
-whatever evaluations exist while an experiment is running.
+whatever evaluations exist while an experiment is running. Files that would be counted twice, or
+that disagree on what they are (:func:`check_evaluations`), are refused before anything is written.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
-from morl.data import atomic_write
+from morl.data import DataFileError, FileMismatchError, atomic_write, short_hash
 from morl.envs import ENV_SPECS, get_spec
 from morl.evaluate import read_evaluation, summarize
 from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
@@ -61,17 +62,103 @@ BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
                     **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:]}}  # fmt: skip
 
 
+def _refuse_same_files(paths: Sequence[str | os.PathLike]) -> None:
+    """One file given twice (however spelled, or through a link) would be counted twice."""
+    seen: dict[tuple, str | os.PathLike] = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # reading it names the file and the problem
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise ValueError(f"{seen[key]} and {path} are the same file; each run counts once")
+        seen[key] = path
+
+
+def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
+                      behavior_evals: Sequence[tuple[str | os.PathLike, dict]]) -> None:  # fmt: skip
+    """Refuse evaluation files (``(path, metadata)`` pairs) that the tables would count twice or
+    combine although they disagree; each error names both files.
+
+    Counted twice: two evaluations of one checkpoint (``checkpoint_sha256``), or of one run (env,
+    dataset, model, training seed). Disagreeing: evaluations of one cell (env, quality, entropy) made
+    from different dataset files (``dataset_sha256``); two behavior fronts of one env; an evaluation
+    whose dataset was collected by another behavior policy (``behavior_sha256``) than the env's front
+    evaluates or than another evaluation's dataset; a model normalised with another expert-high
+    dataset (``reference_dataset_sha256``) than the env's expert-high evaluations were made from.
+    Facts a file does not record (older files, imported D4MORL datasets) are not compared.
+    """
+    for path, meta in model_evals:
+        if meta.get("kind") != "model":
+            raise DataFileError(path, f"not a model evaluation (its metadata kind is {meta.get('kind')!r})")
+    for path, meta in behavior_evals:
+        if meta.get("kind") != "behavior":
+            raise DataFileError(path, f"not a behavior front (its metadata kind is {meta.get('kind')!r})")
+    checkpoints, runs, cells, fronts = {}, {}, {}, {}
+    behavior: dict[str, tuple] = {}  # env -> (sha256, path, what the file says about it)
+    expert_high: dict[str, tuple] = {}
+
+    def agree(facts: dict, key, sha, path, says: str) -> None:
+        if not sha:
+            return
+        if key in facts and facts[key][0] != sha:
+            first_sha, first, first_says = facts[key]
+            raise FileMismatchError(first, path, [f"the first {first_says.format(short_hash(first_sha))}, "
+                                                  f"the second {says.format(short_hash(sha))}"])  # fmt: skip
+        facts.setdefault(key, (sha, path, says))
+
+    for path, meta in behavior_evals:
+        env = meta.get("env_id")
+        if env in fronts:
+            raise FileMismatchError(fronts[env], path, [f"both are behavior fronts of {env}"])
+        fronts[env] = path
+        agree(behavior, env, meta.get("checkpoint_sha256"), path, "is the front of behavior policy sha256 {}")
+    for path, meta in model_evals:
+        env, cell = meta.get("env_id"), (meta.get("env_id"), meta.get("quality"), meta.get("entropy"))
+        run = (*cell, meta.get("model"), meta.get("train_seed"))
+        sha = meta.get("checkpoint_sha256")
+        if sha and sha in checkpoints:
+            raise ValueError(f"{checkpoints[sha]} and {path} are evaluations of the same checkpoint (sha256 "
+                             f"{short_hash(sha)}); each run counts once")  # fmt: skip
+        if sha:
+            checkpoints[sha] = path
+        if run in runs:
+            raise ValueError(f"{runs[run]} and {path} are two evaluations of run {env} {cell[1]}-{cell[2]} {run[3]} "
+                             f"seed {run[4]}; each run counts once")  # fmt: skip
+        runs[run] = path
+        dataset_sha = meta.get("dataset_sha256")
+        if dataset_sha and cell in cells and cells[cell][0] != dataset_sha:
+            raise FileMismatchError(cells[cell][1], path, [
+                f"both claim cell {env} {cell[1]}-{cell[2]}, but the first was made from dataset sha256 "
+                f"{short_hash(cells[cell][0])}, the second from {short_hash(dataset_sha)}"])  # fmt: skip
+        if dataset_sha:
+            cells.setdefault(cell, (dataset_sha, path))
+        agree(behavior, env, meta.get("behavior_sha256"), path,
+              "is of a dataset collected by behavior policy sha256 {}")  # fmt: skip
+        if cell[1:] == ("expert", "high"):
+            agree(expert_high, env, dataset_sha, path, f"was made from the {env} expert-high dataset sha256 {{}}")
+        agree(expert_high, env, meta.get("reference_dataset_sha256"), path,
+              "is of a model normalised with the expert-high dataset sha256 {}")  # fmt: skip
+
+
 def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike]):
-    """One row per evaluation: env, quality, entropy, model, seed, hv, sp, rd, eu, n_nondominated."""
+    """One row per evaluation: env, quality, entropy, model, seed, hv, sp, rd, eu, n_nondominated.
+
+    The files are checked first (:func:`check_evaluations`); a file given twice is refused.
+    """
+    model_evals, behavior_evals = list(model_evals), list(behavior_evals)
+    _refuse_same_files(model_evals + behavior_evals)
+    models = [(path, *read_evaluation(path)) for path in model_evals]
+    fronts = [(path, *read_evaluation(path)) for path in behavior_evals]
+    check_evaluations([(p, m) for p, m, _ in models], [(p, m) for p, m, _ in fronts])
     rows = []
-    for path in model_evals:
-        meta, arr = read_evaluation(path)
+    for path, meta, arr in models:
         s = summarize(arr["preference"], arr["return"])
         rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": meta["entropy"],
                      "model": meta["model"], "seed": meta["train_seed"], **s, "file": str(path)})  # fmt: skip
     baselines = []
-    for path in behavior_evals:
-        meta, arr = read_evaluation(path)
+    for path, meta, arr in fronts:
         for policy in ("behavior", "zero", "random"):
             sel = arr["policy"] == policy
             s = summarize(arr["preference"][sel], arr["return"][sel])

@@ -43,12 +43,12 @@ import torch
 from torch import nn
 
 from morl import __version__
-from morl.data import atomic_write
 from morl.envs import check_physics_version, get_spec, make_env, physics_version
 from morl.metrics import hypervolume
 from morl.models import resolve_device
 from morl.preferences import simplex_grid
 from morl.progress import Progress, log
+from morl.torch_io import load_torch, save_torch
 
 CHECKPOINT_KIND = "morl-behavior"
 #: Lattice divisions of the HV estimate shown while training: 101 points for 2 objectives, 91 for 3.
@@ -392,7 +392,7 @@ def train_behavior(
     wall = time.perf_counter() - t0
     meta = _policy_meta(env_id, vars(s), step, episodes)
     state = {**meta, "actor": {k: v.cpu() for k, v in agent.actor.state_dict().items()}}
-    atomic_write(output, lambda tmp: torch.save(state, tmp))
+    save_torch(output, state)
     if partial.exists():
         partial.unlink()
     summary = {"env_id": env_id, "steps": step, "episodes": episodes, "wall_s": wall,
@@ -414,15 +414,16 @@ def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, 
         "cuda_rng": torch.cuda.get_rng_state(agent.device) if agent.device.type == "cuda" else None,
         "step": step, "episodes": episodes, "hv_history": [list(x) for x in hv_history],
     }  # fmt: skip
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
+    save_torch(path, state)
 
 
 class BehaviorPolicy:
     """A trained behavior policy: deterministic actions for a batch of (state, preference) pairs."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, expect_env: str | None = None):
+        """``expect_env``: the env id the caller needs; a checkpoint of another env is refused."""
         self.path = Path(path)
-        st = _load_checkpoint(self.path)
+        st = _load_checkpoint(self.path, expect_env=expect_env)
         if "agent" in st and "actor" not in st:
             st = _policy_of_partial(self.path, st)
         try:
@@ -481,10 +482,7 @@ def _policy_of_partial(path: Path, st: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_checkpoint(path: Path, expect_env: str | None = None) -> dict[str, Any]:
-    try:
-        st = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"{path}: not a readable behavior checkpoint ({exc})") from exc
+    st = load_torch(path, "behavior checkpoint")
     if not isinstance(st, dict) or st.get("kind") != CHECKPOINT_KIND:
         raise ValueError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
     if expect_env is not None and st.get("env_id") != expect_env:

@@ -62,8 +62,11 @@ def collect_dataset(
     seed: int = 0,
     progress: bool = True,
     workers: int = 1,
+    expect_env: str | None = None,
 ) -> dict[str, Any]:
     """Roll out the behavior policy at ``policy_path`` for ``n_trajectories`` episodes; write ``output``.
+
+    ``expect_env``: if given, a behavior policy of another env id is refused.
 
     ``batch_size`` slots run in lockstep and restart as soon as their episode ends, until every
     trajectory has been started; ``workers`` cores step the physics (the file does not depend
@@ -75,7 +78,7 @@ def collect_dataset(
         raise ValueError(f"unknown entropy {entropy!r}; expected one of {ENTROPIES}")
     if n_trajectories < 1 or batch_size < 1:
         raise ValueError("n_trajectories and batch_size must be positive")
-    policy = BehaviorPolicy(policy_path)
+    policy = BehaviorPolicy(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     spec = get_spec(env_id)
     low, high = policy.act_low, policy.act_high

@@ -3,7 +3,8 @@
 Every config is checked against ``schemas/config.schema.yaml`` plus the checks a schema cannot
 express (environment ids must be registered; ``statistics_from: expert-high`` needs each env's
 expert-high dataset). Errors name the file and the key, e.g.
-``configs/x.yaml: train.steps: 0 is less than the minimum of 1``.
+``configs/x.yaml: train.steps: 0 is less than the minimum of 1``. A Snakemake run uses exactly one
+config file (:func:`workflow_config`).
 """
 
 from __future__ import annotations
@@ -127,17 +128,58 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     return config
 
 
-def load_config(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a YAML config file and validate it."""
-    path = Path(path)
+def _read_yaml(path: Path) -> Any:
     try:
         with open(path) as f:
-            config = yaml.safe_load(f)
+            return yaml.safe_load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    return validate_config(config, path)
+
+
+def load_config(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a YAML config file and validate it."""
+    path = Path(path)
+    return validate_config(_read_yaml(path), path)
+
+
+#: The config of a Snakemake run that names no --configfile, in the folder it runs in.
+DEFAULT_CONFIG = "config.yaml"
+
+
+def _merged(base: Any, overrides: dict) -> Any:
+    """``base`` with ``overrides`` laid over it, mappings merged key by key (as Snakemake merges)."""
+    if not isinstance(base, dict) or not isinstance(overrides, dict):
+        return copy.deepcopy(overrides)
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        out[key] = _merged(out[key], value) if isinstance(out.get(key), dict) and isinstance(value, dict) else value
+    return out
+
+
+def workflow_config(config: dict[str, Any], configfiles, default: str | os.PathLike = DEFAULT_CONFIG):
+    """The one config of a Snakemake run, validated whole: ``(config, path of its file)``.
+
+    ``config``: what Snakemake has when the Snakefile starts: the ``--configfile`` given, with any
+    ``--config key=value`` overrides applied, or, without ``--configfile``, those overrides alone.
+    ``configfiles``: the ``--configfile`` paths. More than one is refused; with none, ``default``
+    (in the working folder) is read and validated alone, then with the overrides laid over it.
+    Nothing else is merged in: a file that lacks a key is refused, never filled in from another.
+    """
+    configfiles = [str(f) for f in configfiles]
+    if len(configfiles) > 1:
+        raise ConfigError(f"{', '.join(configfiles)}: give one --configfile; a run uses exactly one config, "
+                          "validated whole (copy what the files share into one file)")  # fmt: skip
+    if configfiles:
+        return validate_config(copy.deepcopy(config), configfiles[0]), configfiles[0]
+    path = Path(default)
+    if not path.exists():
+        raise ConfigError(f"{path}: config file not found in {Path.cwd()}; run where it lies, or give --configfile")
+    loaded = validate_config(_read_yaml(path), path)
+    if not config:
+        return loaded, str(path)
+    return validate_config(_merged(loaded, config), f"{path} with --config overrides"), str(path)
 
 
 def imported_datasets(config: dict[str, Any]) -> dict[tuple[str, str, str], str]:

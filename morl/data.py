@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,15 +63,31 @@ class DataFileError(ValueError):
         self.problem = problem
 
 
+class FileMismatchError(ValueError):
+    """Two files that must belong together (a checkpoint and its dataset, a dataset and its behavior
+    front, ...) disagree on what they are; the message names both files and every difference."""
+
+    def __init__(self, first: os.PathLike | str, second: os.PathLike | str, differences: list[str]):
+        super().__init__(f"{first} and {second} do not belong together: {'; '.join(differences)}")
+        self.paths = (str(first), str(second))
+        self.differences = list(differences)
+
+
+def short_hash(sha: str | None) -> str:
+    """The first 12 hex digits of a SHA-256, as the messages show it."""
+    return str(sha)[:12]
+
+
 def atomic_write(path: os.PathLike | str, write_fn) -> None:
     """Call ``write_fn(tmp_path)`` and rename the result onto ``path``.
 
-    A killed process leaves at most a hidden temporary file, never a half-written ``path``.
+    A killed process leaves at most a hidden temporary file, never a half-written ``path``. The
+    temporary file is created with mode 0666 less the umask, as ``open(path, "w")`` would create
+    ``path``; the rename keeps that mode.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp = _create_temporary(path)
     try:
         write_fn(tmp)
         os.replace(tmp, path)
@@ -79,6 +95,18 @@ def atomic_write(path: os.PathLike | str, write_fn) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _create_temporary(path: Path) -> str:
+    """A new, empty hidden file beside ``path`` (``tempfile.mkstemp`` would make it mode 0600)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"{path.parent}: no free temporary file name for {path.name}")
 
 
 def file_sha256(path: os.PathLike | str, chunk: int = 1 << 20) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from morl.data import DataFileError, Dataset, load_dataset, read_meta
+from morl.data import DataFileError, Dataset, FileMismatchError, load_dataset, read_meta, short_hash
 from morl.metrics import hypervolume, pareto_front
 from morl.preferences import KNN_K, knn_preference_entropy, preference_entropy
 
@@ -98,15 +98,21 @@ def summarize_dataset(ds: Dataset) -> dict[str, Any]:
     return info
 
 
-def _behavior_front_hv(front: Path, env_id: str | None, behavior_sha256: str | None) -> dict[str, Any]:
-    """HV of the behavior policy's grid evaluation ("B") from a ``behavior_front`` file."""
+def _behavior_front_hv(front: Path, dataset: Path, env_id: str | None, behavior_sha256: str | None) -> dict[str, Any]:
+    """HV of the behavior policy's grid evaluation ("B") from a ``behavior_front`` file; a front of
+    another env or behavior policy than the dataset's is refused, naming both files."""
     from morl.evaluate import read_evaluation
 
     meta = read_meta(front)
     if meta.get("kind") != "behavior":
         raise DataFileError(front, f"not a behavior front file (its metadata kind is {meta.get('kind')!r})")
     if env_id is not None and meta.get("env_id") != env_id:
-        raise DataFileError(front, f"behavior front is for env {meta.get('env_id')!r}, the dataset for {env_id!r}")
+        raise FileMismatchError(dataset, front, [f"the dataset is for env {env_id!r}, the front for "
+                                                 f"{meta.get('env_id')!r}"])  # fmt: skip
+    if behavior_sha256 and meta.get("checkpoint_sha256") and meta["checkpoint_sha256"] != behavior_sha256:
+        raise FileMismatchError(dataset, front, [f"the dataset was collected by behavior policy sha256 "
+                                                 f"{short_hash(behavior_sha256)}, the front evaluates "
+                                                 f"{short_hash(meta['checkpoint_sha256'])}"])  # fmt: skip
     try:
         meta, arrays = read_evaluation(front)
     except Exception as exc:  # pyarrow raises several types for unreadable files
@@ -114,9 +120,7 @@ def _behavior_front_hv(front: Path, env_id: str | None, behavior_sha256: str | N
     returns = arrays["return"]
     if "policy" in arrays:
         returns = returns[arrays["policy"] == "behavior"]
-    same = None
-    if behavior_sha256 and meta.get("checkpoint_sha256"):
-        same = meta["checkpoint_sha256"] == behavior_sha256
+    same = True if behavior_sha256 and meta.get("checkpoint_sha256") else None  # None: not recorded in both
     return {
         "path": str(front),
         "hv": hypervolume(returns),
@@ -130,7 +134,8 @@ def dataset_info(path: str | os.PathLike, front: str | os.PathLike | None = None
     """The card of the dataset file ``path`` as a dict.
 
     ``front``: a ``behavior_front`` file whose behavior HV ("B") to report; a problem with it (or
-    with ``path``) raises :class:`~morl.data.DataFileError` naming the file. Without it, the
+    with ``path``) raises :class:`~morl.data.DataFileError` naming the file, a front of another env
+    or behavior policy :class:`~morl.data.FileMismatchError` naming both. Without it, the
     ``front.parquet`` beside the behavior checkpoint named in the dataset's metadata is used if it
     exists; a problem with that one is reported in the card (``behavior_front.error``) instead.
     """
@@ -139,13 +144,13 @@ def dataset_info(path: str | os.PathLike, front: str | os.PathLike | None = None
     info = {"path": str(path), "size_bytes": path.stat().st_size, **summarize_dataset(ds)}
     env_id, sha = ds.meta.get("env_id"), ds.meta.get("behavior_sha256")
     if front is not None:
-        info["behavior_front"] = _behavior_front_hv(Path(front), env_id, sha)
+        info["behavior_front"] = _behavior_front_hv(Path(front), path, env_id, sha)
     elif ds.meta.get("behavior_path"):
         guess = Path(ds.meta["behavior_path"]).parent / "front.parquet"
         if guess.exists():
             try:
-                info["behavior_front"] = _behavior_front_hv(guess, env_id, sha)
-            except DataFileError as exc:
+                info["behavior_front"] = _behavior_front_hv(guess, path, env_id, sha)
+            except (DataFileError, FileMismatchError) as exc:
                 info["behavior_front"] = {"path": str(guess), "error": str(exc)}
     return info
 
@@ -190,10 +195,7 @@ def format_card(info: dict[str, Any]) -> str:
     if bf and "error" in bf:
         lines.append(f"  behavior HV (B)  not known: {bf['error']}")
     elif bf:
-        note = ""
-        if bf["same_behavior_checkpoint"] is False:
-            note = "; WARNING: front made from another behavior checkpoint than this dataset"
-        lines.append(f"  behavior HV (B)  {bf['hv']:.6g}  ({bf['points']}-point grid, {bf['path']}{note})")
+        lines.append(f"  behavior HV (B)  {bf['hv']:.6g}  ({bf['points']}-point grid, {bf['path']})")
         if bf["hv"] > 0:
             lines.append(f"  data HV / B      {info['data_hv'] / bf['hv']:.3f}")
     else:

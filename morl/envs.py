@@ -78,12 +78,13 @@ Implementation notes:
 Adding a task is one :class:`EnvSpec` entry in :data:`ENV_SPECS` pointing to small named
 reward / termination / observation functions (all of the form ``f(qpos, qvel, ...)`` on batches).
 
-Importing this module registers every task with gymnasium under its D4MORL id, so
-``gymnasium.make("MO-HalfCheetah-v2")`` works (without a ``TimeLimit`` wrapper, because the
-environment truncates itself, and without gymnasium's passive checker, which expects scalar
-rewards).  ``MO-Hopper-v2`` and ``MO-Hopper-v3`` are two different D4MORL tasks, but gymnasium
-reads the ids as two versions of one environment, so ``gymnasium.make("MO-Hopper-v2")`` emits a
-harmless "out of date ... upgrading to version `v3`" DeprecationWarning; ``MOMujocoEnv`` does not.
+Importing ``morl`` registers every task with gymnasium under its D4MORL id
+(:func:`morl.register_envs`), so ``gymnasium.make("MO-HalfCheetah-v2")`` works (without a
+``TimeLimit`` wrapper, because the environment truncates itself, and without gymnasium's passive
+checker, which expects scalar rewards).  ``MO-Hopper-v2`` and ``MO-Hopper-v3`` are two different
+D4MORL tasks, but gymnasium reads the ids as two versions of one environment, so
+``gymnasium.make("MO-Hopper-v2")`` emits a harmless "out of date ... upgrading to version `v3`"
+DeprecationWarning; ``MOMujocoEnv`` does not.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
+
+from morl import register_envs
 
 __all__ = [
     "ALIVE_BONUS",
@@ -1075,18 +1078,6 @@ def make_slot_group(env_id: str, slots: range, buffers: Any, threads: int = 1) -
     return GymSlots(spec, slots, buffers)
 
 
-def _register_with_gymnasium() -> None:
-    """Register every task of :data:`ENV_SPECS` with gymnasium (idempotent)."""
-    for env_id in ENV_SPECS:
-        if env_id in gymnasium.registry:
-            continue
-        gymnasium.register(
-            id=env_id,
-            entry_point="morl.envs:MOMujocoEnv",
-            kwargs={"env_id": env_id},
-            max_episode_steps=None,  # the environment truncates itself
-            disable_env_checker=True,  # the passive checker expects scalar rewards
-        )
-
-
-_register_with_gymnasium()
+# `import morl` has registered the D4MORL ids already (morl/__init__.py); a task added to ENV_SPECS
+# is registered here too, and tests/test_envs.py asks for it to be added to morl.D4MORL_IDS.
+register_envs(ENV_SPECS)

@@ -38,7 +38,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.data import META_KEY, atomic_write, file_sha256, fixed_size_list, load_dataset, read_meta
+from morl.data import (
+    META_KEY,
+    FileMismatchError,
+    atomic_write,
+    file_sha256,
+    fixed_size_list,
+    load_dataset,
+    read_meta,
+    short_hash,
+)
 from morl.envs import get_spec, make_env
 from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
@@ -288,6 +297,26 @@ def write_evaluation(output: str | os.PathLike, result: dict[str, Any], meta: di
     atomic_write(output, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
+def check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha: str) -> None:
+    """Refuse a dataset other than the one the loaded ``agent`` was trained on (another env, other
+    sizes, other bytes): the evaluation would run on the dataset's env, under the dataset's labels.
+    Raises :class:`~morl.data.FileMismatchError` naming both files."""
+    trained = agent.training
+    differences = []
+    if trained.get("env_id") != ds.meta.get("env_id"):
+        differences.append(f"the checkpoint is for env {trained.get('env_id')!r}, the dataset for "
+                           f"{ds.meta.get('env_id')!r}")  # fmt: skip
+    for what, mine, theirs in (("objectives", agent.n_obj, ds.n_obj), ("observation dimensions", agent.obs_dim,
+                               ds.obs_dim), ("action dimensions", agent.act_dim, ds.act_dim)):  # fmt: skip
+        if mine != theirs:
+            differences.append(f"the checkpoint has {mine} {what}, the dataset {theirs}")
+    if not differences and trained.get("dataset_sha256") != dataset_sha:
+        differences.append(f"the checkpoint was trained on another dataset ({trained.get('dataset_path')}, sha256 "
+                           f"{short_hash(trained.get('dataset_sha256'))}; this one's is {short_hash(dataset_sha)})")
+    if differences:
+        raise FileMismatchError(checkpoint, dataset, differences)
+
+
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
     dataset: str | os.PathLike,
@@ -303,7 +332,8 @@ def evaluate_checkpoint(
     definitions: dict | None = None,
 ) -> dict[str, float]:
     """Evaluate a trained model on the grid (``dataset`` is its training dataset, refused if
-    ``expect_env`` is given and the dataset is for another env).
+    ``expect_env`` is given and the dataset is for another env, and if it is not the dataset the
+    checkpoint records: another env, objective count, observation or action size, or file hash).
 
     The target regression is fit on the dataset the checkpoint's ``statistics_from`` names: the
     training dataset, or the expert-high dataset it was trained with (``reference_dataset``, which
@@ -320,6 +350,7 @@ def evaluate_checkpoint(
     agent = load_agent(checkpoint, definitions=definitions)
     env_id = ds_meta["env_id"]
     dataset_sha = file_sha256(dataset)
+    check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha)
     trained = agent.training
     reference = resolve_reference(trained["statistics_from"], ds, dataset, reference_dataset)
     if reference is not None:
@@ -329,7 +360,7 @@ def evaluate_checkpoint(
                 f"{reference}: not the expert-high dataset {checkpoint} was trained with "
                 f"({trained['reference_dataset']}); pass that file as --reference-dataset"
             )
-        ds = load_reference(reference, env_id)
+        ds = load_reference(reference, ds, dataset)
     coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
     result = evaluate_agent(env_id, agent, divisions, episodes, seed, coef=coef, progress=progress,
                             desc=f"evaluate {Path(checkpoint).parent}", workers=workers)  # fmt: skip
@@ -344,9 +375,11 @@ def evaluate_checkpoint(
         "checkpoint_sha256": file_sha256(checkpoint),
         "dataset": str(dataset),
         "dataset_sha256": dataset_sha,
+        "behavior_sha256": ds_meta.get("behavior_sha256"),
         "returns_to_go": trained["returns_to_go"],
         "statistics_from": trained["statistics_from"],
         "reference_dataset": None if reference is None else str(reference),
+        "reference_dataset_sha256": None if reference is None else trained["reference_dataset_sha256"],
         "eval_seed": seed,
         "episodes": episodes,
         "target_regression": coef.tolist(),
@@ -368,14 +401,16 @@ def evaluate_behavior(
     seed: int = 0,
     progress: bool = True,
     workers: int = 1,
+    expect_env: str | None = None,
 ) -> dict[str, dict[str, float]]:
     """The behavior front ("B") and two trivial baselines (zero and uniform-random actions) on the grid.
 
     All three go into ``output``, told apart by the ``policy`` column (behavior, zero, random).
+    ``expect_env``: if given, a behavior policy of another env id is refused.
     """
     from morl.behavior import BehaviorPolicy
 
-    policy = BehaviorPolicy(policy_path)
+    policy = BehaviorPolicy(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     agents = {
         "behavior": BehaviorAgent(policy),

@@ -31,7 +31,8 @@ and the model initialisation and dropout use torch's global generator, seeded in
 ``torch.random.fork_rng`` block so the caller's RNG state is untouched. Every
 ``checkpoint_every`` steps the full training state (weights, optimiser, scheduler, both RNG
 states, step, curve) goes atomically to ``<checkpoint_path>.partial``; a rerun with the same
-dataset/model/seed/hp continues from it and, on CPU, ends with bit-identical weights.
+dataset/model/seed/hp continues from it and, on CPU, ends with bit-identical weights. The same
+inputs and seed give byte-identical checkpoint files (:func:`morl.torch_io.save_torch`).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from morl.agents import (
     CHECKPOINT_FORMAT_VERSION,
     PARTIAL_FORMAT,
 )
-from morl.data import Dataset, atomic_write, file_sha256, load_dataset
+from morl.data import Dataset, FileMismatchError, atomic_write, file_sha256, load_dataset, short_hash
 from morl.progress import Progress
 from morl.models import (
     DISPLAY_NAMES,
@@ -68,6 +69,7 @@ from morl.models import (
     resolve_hp,
     window_length,
 )
+from morl.torch_io import TorchFileError, load_torch, save_torch
 
 log = logging.getLogger(__name__)
 
@@ -291,10 +293,21 @@ def is_expert_high(meta: dict) -> bool:
     return meta.get("quality") == "expert" and meta.get("entropy") == "high"
 
 
-def load_reference(path: os.PathLike | str, env_id: str | None) -> Dataset:
-    """The expert-high dataset at ``path``: refused if it is for another env than ``env_id``, or
-    if its metadata names another cell than expert-high."""
-    ref = load_dataset(path, expect_env=env_id)
+def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLike | str) -> Dataset:
+    """The expert-high dataset at ``path`` for the training dataset ``ds`` (read from ``dataset_path``):
+    refused if its metadata names another cell than expert-high, and, naming both files, if the two
+    are for different envs or were collected by different behavior policies."""
+    ref = load_dataset(path)
+    differences = []
+    if ref.meta.get("env_id") != ds.meta.get("env_id"):
+        differences.append(f"the reference dataset is for env {ref.meta.get('env_id')!r}, the training dataset for "
+                           f"{ds.meta.get('env_id')!r}")  # fmt: skip
+    ours, theirs = ref.meta.get("behavior_sha256"), ds.meta.get("behavior_sha256")
+    if ours and theirs and ours != theirs:  # imported D4MORL files record no behavior policy
+        differences.append(f"the reference dataset was collected by behavior policy sha256 {short_hash(ours)}, the "
+                           f"training dataset by {short_hash(theirs)}")  # fmt: skip
+    if differences:
+        raise FileMismatchError(path, dataset_path, differences)
     if "quality" in ref.meta and not is_expert_high(ref.meta):
         raise ValueError(
             f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
@@ -358,17 +371,13 @@ def write_curve(path: os.PathLike | str, rows: list[list[float]]) -> None:
     atomic_write(path, write)
 
 
-def _save_torch(path: Path, obj: dict) -> None:
-    atomic_write(path, lambda tmp: torch.save(obj, tmp))
-
-
 def _cpu_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
 def _save_partial(path: Path, state: dict) -> None:
     """Write the resumable training state atomically (tests wrap this to simulate a kill)."""
-    _save_torch(path, state)
+    save_torch(path, state)
 
 
 def _load_partial(path: Path, fingerprint: dict) -> dict | None:
@@ -376,9 +385,9 @@ def _load_partial(path: Path, fingerprint: dict) -> dict | None:
     if not path.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        log.warning("%s: ignoring unreadable partial training state (%s)", path, exc)
+        state = load_torch(path, "partial training state")
+    except TorchFileError as exc:
+        log.warning("ignoring it: %s", exc)
         return None
     if not isinstance(state, dict) or state.get("format") != PARTIAL_FORMAT:
         log.warning("%s: ignoring a file that is not a partial training state", path)
@@ -437,7 +446,7 @@ def train(
     stats, reference_sha = None, None
     if reference_path is not None:
         same = reference_path == dataset_path
-        stats = observation_stats((ds if same else load_reference(reference_path, ds.meta.get("env_id"))).observations)
+        stats = observation_stats((ds if same else load_reference(reference_path, ds, dataset_path)).observations)
         reference_sha = dataset_sha if same else file_sha256(reference_path)
     data = prepare_tensors(ds, hp["return_scale"], dev, rtg_definition=hp["returns_to_go"], stats=stats,
                            act_low=facts["act_low"], act_high=facts["act_high"],
@@ -577,7 +586,7 @@ def train(
         "torch_version": str(torch.__version__),
         "device": str(dev),
     }
-    _save_torch(checkpoint_path, checkpoint)
+    save_torch(checkpoint_path, checkpoint)
     if curve_path is not None:
         write_curve(curve_path, curve)
     if partial_path.exists():

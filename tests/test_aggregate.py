@@ -20,24 +20,25 @@ from morl.tables import kendall_tau, latex_escape
 ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (the paper's units)
 
 
-def fake_eval(path, quality, entropy, model, seed, returns, prefs=None):
+def fake_eval(path, quality, entropy, model, seed, returns, prefs=None, **extra):
     returns = np.asarray(returns, float)
     prefs = np.linspace([0, 1], [1, 0], len(returns)) if prefs is None else np.asarray(prefs, float)
     n = len(returns)
     res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": returns, "lengths": np.full(n, 500.0),
            "seeds": np.zeros((n, 1), int), "summary": {}}  # fmt: skip
-    meta = {"kind": "model", "env_id": ENV, "quality": quality, "entropy": entropy, "model": model, "train_seed": seed}
+    meta = {"kind": "model", "env_id": ENV, "quality": quality, "entropy": entropy, "model": model, "train_seed": seed,
+            **extra}  # fmt: skip
     write_evaluation(path, res, meta)
     return path
 
 
-def fake_front(path, behavior, zero, random):
+def fake_front(path, behavior, zero, random, **extra):
     pts = np.concatenate([behavior, zero, random]).astype(float)
     prefs = np.tile(np.linspace([0, 1], [1, 0], len(behavior)), (3, 1))
     res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": pts, "lengths": np.full(len(pts), 500.0),
            "seeds": np.zeros((len(pts), 1), int), "summary": {}}  # fmt: skip
     names = np.repeat(["behavior", "zero", "random"], len(behavior))
-    write_evaluation(path, res, {"kind": "behavior", "env_id": ENV}, policy_names=names)
+    write_evaluation(path, res, {"kind": "behavior", "env_id": ENV, **extra}, policy_names=names)
     return path
 
 
@@ -298,3 +299,71 @@ def test_collect_metrics_reads_every_file(synthetic):
     metrics, baselines = collect_metrics(synthetic["evals"], [synthetic["front"]])
     assert sorted(metrics["hv"].to_list()) == pytest.approx([1e6, 1.5e6, 3e6, 4e6])
     assert baselines.filter(pl.col("policy") == "behavior")["hv"][0] == pytest.approx(6e6)
+
+
+# ------------------------------------------------------------------------ evaluations counted twice or mismatched
+def test_the_same_evaluation_given_twice_is_refused(synthetic, capsys):
+    """One file given twice, or a copy of it, would count as a second seed ("± 0.00")."""
+    from morl.cli import main
+
+    d = synthetic["dir"]
+    first = fake_eval(d / "first.parquet", "amateur", "high", "bc", 0, [[1, 2]], checkpoint_sha256="c" * 64)
+    copy = d / "copy.parquet"
+    shutil.copy(first, copy)
+    spelled_otherwise = d / "evals" / ".." / "first.parquet"
+    cases = [([first, first], f"{first} and {first} are the same file"),
+             ([first, spelled_otherwise], f"{first} and {spelled_otherwise} are the same file"),
+             ([first, copy], f"{first} and {copy} are evaluations of the same checkpoint (sha256 {'c' * 12})")]
+    for evals, message in cases:
+        with pytest.raises(ValueError) as info:
+            aggregate(evals, [], d / "tables", plots=False)
+        assert str(info.value).startswith(message + "; each run counts once")
+    assert not (d / "tables").exists()
+    assert main(["aggregate", "--evaluations", str(first), str(first), "--out-dir", str(d / "cli")]) == 2
+    assert f"morl aggregate: error: {first} and {first} are the same file" in capsys.readouterr().err
+    front = synthetic["front"]
+    with pytest.raises(ValueError, match="front.parquet and .*front.parquet are the same file"):
+        aggregate([], [front, front], d / "tables", plots=False)
+
+
+@pytest.mark.parametrize("case", ["same run", "cell dataset", "behavior policy", "two fronts", "reference"])
+def test_evaluations_that_do_not_belong_together_are_refused(case, tmp_path):
+    """Files the tables would combine must agree on what they claim to be; both files are named."""
+    a, b, c = "a" * 64, "b" * 64, "c" * 64
+
+    def e(name, quality, seed, **meta):
+        return fake_eval(tmp_path / name, quality, "high", "bc", seed, [[1, 2]], **meta)
+
+    def f(name, **meta):
+        return fake_front(tmp_path / name, [[3, 3]], [[1, 1]], [[0, 0]], **meta)
+
+    def files():
+        if case == "same run":
+            return [e("x.parquet", "expert", 0, checkpoint_sha256=a),
+                    e("y.parquet", "expert", 0, checkpoint_sha256=b)], []
+        if case == "cell dataset":
+            return [e("x.parquet", "expert", 0, dataset_sha256=a), e("y.parquet", "expert", 1, dataset_sha256=b)], []
+        if case == "behavior policy":
+            return [e("x.parquet", "expert", 0, behavior_sha256=a)], [f("front.parquet", checkpoint_sha256=b)]
+        if case == "two fronts":
+            return [], [f("front.parquet", checkpoint_sha256=a), f("other.parquet", checkpoint_sha256=a)]
+        return [e("x.parquet", "expert", 0, dataset_sha256=a),
+                e("y.parquet", "amateur", 0, dataset_sha256=b, reference_dataset_sha256=c)], []
+
+    evals, fronts = files()
+    first, second = (fronts + evals)[:2]
+    message = {
+        "same run": f"{first} and {second} are two evaluations of run {ENV} expert-high bc seed 0; each run "
+                    "counts once",
+        "cell dataset": f"{first} and {second} do not belong together: both claim cell {ENV} expert-high, but the "
+                        f"first was made from dataset sha256 {a[:12]}, the second from {b[:12]}",
+        "behavior policy": f"{first} and {second} do not belong together: the first is the front of behavior policy "
+                           f"sha256 {b[:12]}, the second is of a dataset collected by behavior policy sha256 {a[:12]}",
+        "two fronts": f"{first} and {second} do not belong together: both are behavior fronts of {ENV}",
+        "reference": f"{first} and {second} do not belong together: the first was made from the {ENV} expert-high "
+                     f"dataset sha256 {a[:12]}, the second is of a model normalised with the expert-high dataset "
+                     f"sha256 {c[:12]}",
+    }[case]
+    with pytest.raises(ValueError) as info:
+        aggregate(evals, fronts, tmp_path / "tables", plots=False)
+    assert str(info.value) == message

@@ -79,3 +79,23 @@ def test_reference_dataset_option_and_definition_mismatch(tmp_path, config, tiny
     assert main([*evaluate, "--config", str(tmp_path / "w.yaml")]) == 2
     err = capsys.readouterr().err
     assert "m.pt: trained with returns_to_go: peda" in err and "the settings say returns_to_go: weighted" in err
+
+
+def test_evaluating_a_model_on_another_env_s_dataset_is_refused(tmp_path, config, tiny_dataset, write_copy, capsys):
+    """A MO-HalfCheetah-v2 model and a MO-Walker2d-v2 dataset have the same observation, action and
+    objective sizes; nothing would fail but the label of the result."""
+    config["train"].update(steps=4, checkpoint_every=4)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    ckpt, ev = tmp_path / "m.pt", tmp_path / "e.parquet"
+    assert main(["train", "--config", str(cfg), "--dataset", str(tiny_dataset), "--model", "dt-p",
+                 "--output", str(ckpt)]) == 0  # fmt: skip
+    walker = write_copy(tiny_dataset, tmp_path / "walker.parquet", env_id="MO-Walker2d-v2")
+    capsys.readouterr()
+    assert main(["evaluate", "--config", str(cfg), "--checkpoint", str(ckpt), "--dataset", str(walker),
+                 "--output", str(ev)]) == 2  # fmt: skip
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"morl evaluate: error: {ckpt} and {walker} do not belong together: the checkpoint is for env "
+        "'MO-HalfCheetah-v2', the dataset for 'MO-Walker2d-v2'"
+    )
+    assert not ev.exists()

@@ -334,3 +334,27 @@ def test_dataset_made_under_older_physics_is_refused(tmp_path):
     write_dataset(tmp_path / "new.parquet", current)
     assert load_dataset(tmp_path / "new.parquet").meta["physics_version"] == 2
     load_dataset(_good_file(tmp_path, "cheetah.parquet"))  # HalfCheetah without a version: still version 1
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)],
+                         ids=["umask022", "umask077", "umask002"])  # fmt: skip
+def test_outputs_get_the_mode_of_a_normal_write(tmp_path, umask, mode):
+    """The temporary file of an atomic write must not pass its private mode on to the output."""
+    import os
+    import stat
+    from pathlib import Path
+
+    from morl.data import atomic_write
+    from morl.training import write_curve
+
+    old = os.umask(umask)
+    try:
+        write_dataset(tmp_path / "d.parquet", _synthetic(np.random.default_rng(12)))
+        write_curve(tmp_path / "curve.csv", [[1, 0.5, 1e-3]])
+        atomic_write(tmp_path / "t.txt", lambda tmp: Path(tmp).write_text("x"))
+        with open(tmp_path / "normal.txt", "w") as f:
+            f.write("x")
+    finally:
+        os.umask(old)
+    modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["d.parquet", "curve.csv", "t.txt", "normal.txt"], oct(mode))

@@ -142,10 +142,30 @@ def test_behavior_front_from_argument_and_from_metadata(tmp_path):
 
     other = tmp_path / "other_env_front.parquet"
     write_evaluation(other, result, {**meta, "env_id": "MO-Hopper-v2"}, policy_names=np.array(["behavior"] * 4))
-    with pytest.raises(DataFileError, match="other_env_front.parquet: behavior front is for env 'MO-Hopper-v2'"):
+    with pytest.raises(ValueError, match="d.parquet and .*other_env_front.parquet do not belong together: the "
+                       "dataset is for env 'MO-HalfCheetah-v2', the front for 'MO-Hopper-v2'"):  # fmt: skip
         dataset_info(data, front=other)
     with pytest.raises(DataFileError, match=r"d.parquet: not a behavior front file \(its metadata kind is None\)"):
         dataset_info(data, front=data)
+
+
+@pytest.mark.parametrize("front_meta, difference", [
+    ({"checkpoint_sha256": "def"}, "the dataset was collected by behavior policy sha256 abc, the front evaluates def"),
+    ({"env_id": "MO-Walker2d-v2"}, "the dataset is for env 'MO-HalfCheetah-v2', the front for 'MO-Walker2d-v2'"),
+], ids=["behavior", "env"])  # fmt: skip
+def test_front_of_another_behavior_policy_or_env_is_refused(tmp_path, front_meta, difference):
+    """B of another policy or env would be shown as this dataset's; both files are named."""
+    data = tmp_path / "d.parquet"
+    write_dataset(data, _hand_dataset(behavior_path=str(tmp_path / "policy.pt")))
+    result = {"preferences": np.eye(2), "targets": np.zeros((2, 2)), "returns": np.array([[4, 1], [1, 3.0]]),
+              "lengths": np.ones(2), "seeds": np.zeros((2, 1), np.int64), "summary": {}}  # fmt: skip
+    front = tmp_path / "front.parquet"
+    meta = {"kind": "behavior", "env_id": "MO-HalfCheetah-v2", "checkpoint_sha256": "abc", **front_meta}
+    write_evaluation(front, result, meta, policy_names=np.array(["behavior", "behavior"]))
+    with pytest.raises(ValueError) as info:
+        dataset_info(data, front=front)
+    assert str(info.value) == f"{data} and {front} do not belong together: {difference}"
+    assert main(["dataset-info", str(data), "--front", str(front)]) == 2
 
 
 def test_bad_files_are_named(tmp_path, capsys):

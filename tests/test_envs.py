@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import warnings
 
@@ -61,6 +62,36 @@ def test_registry_entry_has_reference_facts(env_id):
     assert spec.act_low == low and spec.act_high == high
     assert spec.max_episode_steps == 500
     assert control_timestep(spec, load_model(spec)) == pytest.approx(dt)
+
+
+@pytest.mark.parametrize("order", ["import morl, gymnasium", "import gymnasium, morl"])
+def test_importing_morl_registers_the_tasks_with_gymnasium(order):
+    """As the README says: `import morl` is enough for gymnasium.make, in either import order, and
+    does not load MuJoCo (or gymnasium) before they are needed."""
+    first, second = order.removeprefix("import ").split(", ")
+    code = f"""
+import sys
+import {first}
+assert "mujoco" not in sys.modules and "morl.envs" not in sys.modules
+import {second}
+ids = [i for i in gymnasium.registry if i.startswith("MO-") and i[3:4].isupper()]
+env = gymnasium.make("MO-Hopper-v3")
+obs, _ = env.reset(seed=0)
+reward = env.step(env.action_space.sample() * 0)[1]
+print(sorted(ids), obs.shape, reward.shape)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == f"{sorted(ENV_IDS)} (11,) (3,)"
+    alone = subprocess.run([sys.executable, "-c", "import sys, morl; print('gymnasium' in sys.modules)"],
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert alone.stdout.strip() == "False", alone.stderr
+
+
+def test_registered_ids_are_the_tasks():
+    import morl
+
+    assert sorted(morl.D4MORL_IDS) == sorted(ENV_SPECS)
 
 
 def test_unknown_id_lists_known_ids():

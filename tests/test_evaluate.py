@@ -283,3 +283,24 @@ def test_evaluating_under_other_definitions_is_refused(tiny_dataset, tmp_path):
     evaluate_checkpoint(tmp_path / "m.pt", tiny_dataset, tmp_path / "e.parquet", DIVISIONS, progress=False,
                         definitions=dict(said, returns_to_go="peda"))  # fmt: skip
     assert read_evaluation(tmp_path / "e.parquet")[0]["returns_to_go"] == "peda"
+
+
+# ------------------------------------------------------------------------ files that do not belong together
+@pytest.mark.parametrize("case", ["other env", "other objective count", "other dataset"])
+def test_checkpoint_and_dataset_that_do_not_belong_together_are_refused(case, cheetah_checkpoints, tiny_dataset,
+                                                                         cheetah_expert_high, write_copy,
+                                                                         tmp_path):  # fmt: skip
+    """Nothing would fail but the label (another env of the same sizes) or a shape error naming neither
+    file (another objective count); both files are named."""
+    ckpt = cheetah_checkpoints["dt-p"]
+    dataset, difference = {
+        "other env": (write_copy(tiny_dataset, tmp_path / "walker.parquet", env_id="MO-Walker2d-v2"),
+                      "the checkpoint is for env 'MO-HalfCheetah-v2', the dataset for 'MO-Walker2d-v2'"),
+        "other objective count": (write_copy(tiny_dataset, tmp_path / "three.parquet", extra_objective=True),
+                                  "the checkpoint has 2 objectives, the dataset 3"),
+        "other dataset": (cheetah_expert_high, "the checkpoint was trained on another dataset"),
+    }[case]
+    with pytest.raises(ValueError) as info:
+        evaluate_checkpoint(ckpt, dataset, tmp_path / "e.parquet", DIVISIONS, progress=False)
+    assert str(info.value).startswith(f"{ckpt} and {dataset} do not belong together: {difference}")
+    assert not (tmp_path / "e.parquet").exists()

@@ -419,7 +419,7 @@ def test_load_agent_rejects_bad_files(dataset_path, tmp_path):
         pickle.dump({"format": "morl-peda-agent", "x": Foreign()}, f)
     cases["pickle.pt"] = "not a readable torch checkpoint"
     torch.save(Foreign(), tmp_path / "object.pt")
-    cases["object.pt"] = "not a readable torch checkpoint"
+    cases["object.pt"] = "not a safe checkpoint: it needs the Python global"
     torch.save([1, 2], tmp_path / "list.pt")
     cases["list.pt"] = "expected a checkpoint dict"
     torch.save({"state_dict": ckpt["state_dict"]}, tmp_path / "bare.pt")
@@ -448,3 +448,27 @@ def test_load_agent_rejects_bad_files(dataset_path, tmp_path):
         if match:
             assert info.match(match), (fname, str(info.value))
     assert load_agent(good).model_name == "bc-p"
+
+
+class _RunsCode:
+    """Unpickling it would run a shell command (the safe loader must refuse it first)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("true",))
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+@pytest.mark.parametrize("payload, refused", [(_RunsCode(), "posix.system"), (Foreign(), f"{__name__}.Foreign")],
+                         ids=["code", "class"])  # fmt: skip
+def test_checkpoint_that_fails_the_safe_load_is_named_unsafe(tmp_path, payload, refused):
+    """No advice to load it unsafely: the file is named, with the global torch refused."""
+    path = tmp_path / "evil.pt"
+    torch.save({"format": "morl-peda-agent", "x": payload}, path)
+    with pytest.raises(CheckpointError) as info:
+        load_agent(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: not a safe checkpoint")
+    assert f"'{refused}'" in message
+    assert "weights_only" not in message and "likely succeed" not in message and "trust" not in message

@@ -62,6 +62,56 @@ def test_foreign_behavior_checkpoint_is_rejected(tmp_path):
         BehaviorPolicy(tmp_path / "junk.pt")
 
 
+def test_same_settings_and_seed_give_the_same_behavior_checkpoint_bytes(tmp_path, smoke_config, monkeypatch):
+    cfg = dict(smoke_config["behavior"], total_steps=120, start_steps=40, checkpoint_every=80)
+    partials = []
+    real = behavior_mod._save_partial
+
+    def save_and_keep(path, *args, **kwargs):
+        real(path, *args, **kwargs)
+        partials.append(path.read_bytes())
+
+    monkeypatch.setattr(behavior_mod, "_save_partial", save_and_keep)
+    for name in ("a.pt", "b.pt"):
+        train_behavior("MO-HalfCheetah-v2", cfg, tmp_path / name, progress=False, hv_every=0)
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
+    assert len(partials) == 2 and partials[0] == partials[1]
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_behavior_checkpoint_that_fails_the_safe_load_is_named_unsafe(tmp_path):
+    evil = tmp_path / "evil.pt"
+    torch.save({"kind": "morl-behavior", "hook": _RunsCode()}, evil)
+    with pytest.raises(ValueError) as info:
+        BehaviorPolicy(evil)
+    message = str(info.value)
+    assert message.startswith(f"{evil}: not a safe checkpoint")
+    assert "posix.system" in message
+    assert "weights_only" not in message and "will likely succeed" not in message
+
+
+class _RunsCode:
+    """Unpickling it would run a shell command (the safe loader must refuse it first)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("true",))
+
+
+def test_behavior_policy_of_another_env_is_refused_by_collect_and_behavior_front(tiny_policy, tmp_path):
+    """The workflow passes each rule's {env}: a policy file of another env in its folder is refused."""
+    message = f"{tiny_policy}: checkpoint is for env 'MO-HalfCheetah-v2', not 'MO-Hopper-v3'"
+    with pytest.raises(ValueError) as info:
+        collect_dataset(tiny_policy, "expert", "high", 2, tmp_path / "d.parquet", progress=False,
+                        expect_env="MO-Hopper-v3")  # fmt: skip
+    assert str(info.value) == message
+    with pytest.raises(ValueError) as info:
+        evaluate_behavior(tiny_policy, tmp_path / "f.parquet", divisions=2, progress=False, expect_env="MO-Hopper-v3")
+    assert str(info.value) == message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_amateur_rule():
     rng = np.random.default_rng(0)
     det = np.full((20000, 2), 0.5, np.float32)

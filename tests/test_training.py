@@ -269,6 +269,23 @@ def test_training_is_seeded_and_leaves_global_rng_alone(dataset_path, tmp_path):
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
+def test_same_inputs_and_seed_give_the_same_checkpoint_bytes(dataset_path, tmp_path, monkeypatch):
+    """Final and partial checkpoints: identical files, whatever their names (their hashes are provenance)."""
+    partials = []
+    real = training._save_partial
+
+    def save_and_keep(path, state):
+        real(path, state)
+        partials.append(path.read_bytes())
+
+    monkeypatch.setattr(training, "_save_partial", save_and_keep)
+    for name in ("a.pt", "b.pt"):
+        train(dataset_path, "dt-p", 3, HP, tmp_path / name, device="cpu", progress=False)
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
+    n = len(partials) // 2
+    assert n >= 1 and partials[:n] == partials[n:]
+
+
 class Killed(Exception):
     pass
 
@@ -391,8 +408,8 @@ def test_only_modt_clips_its_gradients(name, dataset_path, tmp_path, monkeypatch
 
 
 # ------------------------------------------------------------------------------ statistics_from
-def write_cell(tmp_path, name, quality, entropy, seed, obs_shift=0.0):
-    ds = make_dataset(seed=seed, meta={"quality": quality, "entropy": entropy})
+def write_cell(tmp_path, name, quality, entropy, seed, obs_shift=0.0, **meta):
+    ds = make_dataset(seed=seed, meta={"quality": quality, "entropy": entropy, **meta})
     ds.observations[:] += obs_shift
     path = tmp_path / f"{name}.parquet"
     write_dataset(path, ds)
@@ -439,4 +456,22 @@ def test_reference_dataset_mistakes_are_refused(tmp_path):
         train(amateur, "bc", 0, dict(hp, statistics_from="dataset"), tmp_path / "m.pt", reference_dataset=medium, **run)
     with pytest.raises(ValueError, match="'returns_to_go' must be one of peda, weighted"):
         train(amateur, "bc", 0, dict(hp, returns_to_go="discounted"), tmp_path / "m.pt", **run)
+    assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.parametrize("reference_meta, difference", [
+    ({"env_id": "Toy-v1"}, "the reference dataset is for env 'Toy-v1', the training dataset for 'Toy-v0'"),
+    ({"behavior_sha256": "b" * 64}, f"the reference dataset was collected by behavior policy sha256 {'b' * 12}, "
+                                    f"the training dataset by {'a' * 12}"),
+], ids=["env", "behavior"])  # fmt: skip
+def test_reference_dataset_of_another_env_or_behavior_policy_is_refused(tmp_path, reference_meta, difference):
+    """The statistics of every dataset of an env come from its expert-high dataset: the two files must come
+    from the same env and the same behavior policy; both files are named."""
+    amateur, _ = write_cell(tmp_path, "amateur-low", "amateur", "low", 1, behavior_sha256="a" * 64)
+    expert, _ = write_cell(tmp_path, "expert-high", "expert", "high", 2, **{"behavior_sha256": "a" * 64,
+                                                                             **reference_meta})  # fmt: skip
+    hp = dict(HP, steps=2, statistics_from="expert-high")
+    with pytest.raises(ValueError) as info:
+        train(amateur, "bc", 0, hp, tmp_path / "m.pt", device="cpu", progress=False, reference_dataset=expert)
+    assert str(info.value) == f"{expert} and {amateur} do not belong together: {difference}"
     assert not (tmp_path / "m.pt").exists()

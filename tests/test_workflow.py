@@ -65,6 +65,39 @@ def test_bad_config_fails_before_any_job_runs(tmp_path, mutate, expected):
     assert not (tmp_path / "results").exists(), "no job may run on an invalid config"
 
 
+def test_a_run_uses_exactly_one_config(tmp_path):
+    """A --configfile that lacks a section is refused, even where config.yaml lies in the working
+    folder and could fill the gap; without --configfile config.yaml is the config, and --config
+    key=value overrides either one."""
+    shutil.copy(ROOT / "config.yaml", tmp_path / "config.yaml")
+    smoke = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
+    del smoke["behavior"]
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(smoke))
+    res = snakemake("-n", "--configfile", "mine.yaml", cwd=tmp_path, timeout=120)
+    assert res.returncode != 0
+    assert re.search(r"mine.yaml: invalid config:\n\s+missing required key behavior", res.stdout + res.stderr)
+
+    res = snakemake("-n", "--quiet", "rules", cwd=tmp_path, timeout=120)  # config.yaml: 2 datasets, 6 models, 2 seeds
+    assert res.returncode == 0, res.stderr
+    assert job_counts(res.stdout + res.stderr)["train"] == 24
+    res = snakemake("-n", "--config", "results_dir=elsewhere", cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "elsewhere/MO-HalfCheetah-v2/behavior/policy.pt" in res.stdout
+    assert "results/" not in res.stdout
+    res = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), "--config", "results_dir=other",
+                    cwd=tmp_path, timeout=120)  # fmt: skip
+    assert res.returncode == 0 and "other/MO-Hopper-v3/behavior/policy.pt" in res.stdout, res.stderr
+    res = snakemake("-n", "--config", "seeds=3", cwd=tmp_path, timeout=120)
+    assert res.returncode != 0 and re.search(r"config.yaml with --config overrides: invalid config:\n\s+seeds: 3 has "
+                                             "the wrong type", res.stdout + res.stderr)  # fmt: skip
+
+    res = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), "mine.yaml", cwd=tmp_path, timeout=120)
+    assert res.returncode != 0 and "give one --configfile" in res.stdout + res.stderr
+    (tmp_path / "config.yaml").unlink()
+    res = snakemake("-n", cwd=tmp_path, timeout=120)
+    assert res.returncode != 0 and "config.yaml: config file not found" in res.stdout + res.stderr
+
+
 def test_expert_high_dataset_is_an_input_of_every_train_and_evaluate_job(tmp_path):
     """Under statistics_from: expert-high (config.yaml), training and evaluation on every dataset
     of the env depend on its expert-high dataset; under dataset, only on their own."""

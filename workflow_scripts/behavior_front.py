@@ -8,7 +8,7 @@ def main(sm) -> None:
     s = sm.params.settings
     with log_to(sm.log[0]):
         evaluate_behavior(sm.input.policy, sm.output.front, s["divisions"], s["episodes"], s["seed"],
-                          workers=sm.threads)
+                          workers=sm.threads, expect_env=sm.wildcards.env)
 
 
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,

@@ -8,7 +8,8 @@ def main(sm) -> None:
     s = sm.params.settings
     with log_to(sm.log[0]):
         collect_dataset(sm.input.policy, sm.wildcards.quality, sm.wildcards.entropy, s["n_trajectories"],
-                        sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"], workers=sm.threads)
+                        sm.output.dataset, batch_size=s["batch_size"], seed=s["seed"], workers=sm.threads,
+                        expect_env=sm.wildcards.env)
 
 
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
