@@ -223,13 +223,15 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
     slow_run = R / SLOW["env"] / f"{q}-{h}" / SLOW["model"] / "seed0"
     partial = slow_run / "model.pt.partial"
     slow_comment = f"rule_train_wildcards_{SLOW['env']}_{q}_{h}_{SLOW['model']}_0"
-    # configs/smoke.yaml as it is, plus one override that makes one training run long
+    # configs/smoke.yaml as it is, plus one override that makes one training run long (one file:
+    # a run takes exactly one config)
     slow = tmp_path / "slow_cell.yaml"
-    slow.write_text(yaml.safe_dump({"train": {"overrides": [
-        {"envs": [SLOW["env"]], "models": [SLOW["model"]], "steps": SLOW["steps"],
-         "checkpoint_every": SLOW["checkpoint_every"]}]}}))  # fmt: skip
+    config["train"]["overrides"] = [*config["train"]["overrides"], {
+        "envs": [SLOW["env"]], "models": [SLOW["model"]], "steps": SLOW["steps"],
+        "checkpoint_every": SLOW["checkpoint_every"]}]  # fmt: skip
+    slow.write_text(yaml.safe_dump(config))
     # squeue for job states (no accounting database here); poll every second, as the jobs are short
-    args = ["--profile", str(PROFILE), "--configfile", str(SMOKE), str(slow),
+    args = ["--profile", str(PROFILE), "--configfile", str(slow),
             "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
             "--seconds-between-status-checks", "1",
             "--set-threads", *(f"{rule}={n}" for rule, n in TEST_THREADS.items())]  # fmt: skip
