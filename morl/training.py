@@ -56,7 +56,7 @@ from morl.agents import (
     CHECKPOINT_FORMAT_VERSION,
     PARTIAL_FORMAT,
 )
-from morl.data import Dataset, FileMismatchError, atomic_write, file_sha256, load_dataset, short_hash
+from morl.data import Dataset, FileMismatchError, atomic_write, file_sha256, load_dataset, read_meta, short_hash
 from morl.progress import Progress
 from morl.models import (
     DISPLAY_NAMES,
@@ -297,23 +297,23 @@ def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLi
     """The expert-high dataset at ``path`` for the training dataset ``ds`` (read from ``dataset_path``):
     refused if its metadata names another cell than expert-high, and, naming both files, if the two
     are for different envs or were collected by different behavior policies."""
-    ref = load_dataset(path)
+    meta = read_meta(path)  # checked before the (possibly large) file is read
     differences = []
-    if ref.meta.get("env_id") != ds.meta.get("env_id"):
-        differences.append(f"the reference dataset is for env {ref.meta.get('env_id')!r}, the training dataset for "
+    if meta.get("env_id") != ds.meta.get("env_id"):
+        differences.append(f"the reference dataset is for env {meta.get('env_id')!r}, the training dataset for "
                            f"{ds.meta.get('env_id')!r}")  # fmt: skip
-    ours, theirs = ref.meta.get("behavior_sha256"), ds.meta.get("behavior_sha256")
+    ours, theirs = meta.get("behavior_sha256"), ds.meta.get("behavior_sha256")
     if ours and theirs and ours != theirs:  # imported D4MORL files record no behavior policy
         differences.append(f"the reference dataset was collected by behavior policy sha256 {short_hash(ours)}, the "
                            f"training dataset by {short_hash(theirs)}")  # fmt: skip
     if differences:
         raise FileMismatchError(path, dataset_path, differences)
-    if "quality" in ref.meta and not is_expert_high(ref.meta):
+    if "quality" in meta and not is_expert_high(meta):
         raise ValueError(
             f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
-            f"{ref.meta.get('quality')}-{ref.meta.get('entropy')}"
+            f"{meta.get('quality')}-{meta.get('entropy')}"
         )
-    return ref
+    return load_dataset(path)
 
 
 def resolve_reference(statistics_from: str, ds: Dataset, dataset_path: os.PathLike | str,
