@@ -5,8 +5,9 @@ Xeons, AVX2 on AMD EPYC Zen 3), and the kernels sum floats in different orders. 
 one small behavior policy and one MODT(P) on its data, each in a fresh process, under torch's
 default kernels and under kernels capped at AVX2 (``ATEN_CPU_CAPABILITY``, MKL's
 ``MKL_ENABLE_INSTRUCTIONS``), twice each, and prints the SHA-256 of every checkpoint with the last
-training loss. Equal hashes within a setting show a run repeats on one machine; unequal hashes
-across settings show what moving to another CPU family does.
+training loss. Every run works in a fresh folder under the same relative file names (datasets and
+checkpoints record the paths of their inputs). Equal hashes within a setting show a run repeats on
+one machine; unequal hashes across settings show what moving to another CPU family does.
 
     python benchmarks/cpu_capability.py [--steps 300] [--behavior-steps 3000]
 """
@@ -32,7 +33,7 @@ from morl.data import file_sha256
 from morl.training import train
 
 torch.set_num_threads(1)
-out, steps, behavior_steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, steps, behavior_steps = ".", int(sys.argv[2]), int(sys.argv[3])  # relative paths: files record them
 config = load_config(sys.argv[4])
 env = "MO-HalfCheetah-v2"
 b = dict(config["behavior"], total_steps=behavior_steps, start_steps=behavior_steps // 3)
@@ -60,7 +61,8 @@ def run(env_extra: dict[str, str], steps: int, behavior_steps: int) -> dict:
         env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
         env.update(env_extra, PYTHONPATH=str(ROOT))
         res = subprocess.run([sys.executable, "-c", CHILD, out, str(steps), str(behavior_steps),
-                              str(ROOT / "configs/smoke.yaml")], env=env, capture_output=True, text=True)  # fmt: skip
+                              str(ROOT / "configs/smoke.yaml")], env=env, capture_output=True, text=True,
+                             cwd=out)  # fmt: skip
         if res.returncode != 0:
             raise SystemExit(res.stderr[-3000:])
         return json.loads(res.stdout.strip().splitlines()[-1])
