@@ -5,8 +5,8 @@ Xeons, AVX2 on AMD EPYC Zen 3), and the kernels sum floats in different orders. 
 one small behavior policy and one MODT(P) on its data, each in a fresh process, under torch's
 default kernels and under kernels capped at AVX2 (``ATEN_CPU_CAPABILITY``, MKL's
 ``MKL_ENABLE_INSTRUCTIONS``), twice each, and prints the SHA-256 of every checkpoint with the last
-training loss. Every run works in a fresh folder under the same relative file names (datasets and
-checkpoints record the paths of their inputs). Equal hashes within a setting show a run repeats on
+training loss. Every run works in the same folder, emptied first (datasets and checkpoints record
+the paths of their inputs). Equal hashes within a setting show a run repeats on
 one machine; unequal hashes across settings show what moving to another CPU family does.
 
     python benchmarks/cpu_capability.py [--steps 300] [--behavior-steps 3000]
@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -56,28 +57,32 @@ SETTINGS = {
 }
 
 
-def run(env_extra: dict[str, str], steps: int, behavior_steps: int) -> dict:
-    with tempfile.TemporaryDirectory() as out:
-        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
-        env.update(env_extra, PYTHONPATH=str(ROOT))
-        res = subprocess.run([sys.executable, "-c", CHILD, out, str(steps), str(behavior_steps),
-                              str(ROOT / "configs/smoke.yaml")], env=env, capture_output=True, text=True,
-                             cwd=out)  # fmt: skip
-        if res.returncode != 0:
-            raise SystemExit(res.stderr[-3000:])
-        return json.loads(res.stdout.strip().splitlines()[-1])
+def run(env_extra: dict[str, str], steps: int, behavior_steps: int, base: Path) -> dict:
+    # One fixed folder, emptied before each run: a model checkpoint records its dataset's absolute path.
+    out = base / "run"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS")}
+    env.update(env_extra, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", CHILD, str(out), str(steps), str(behavior_steps),
+                          str(ROOT / "configs/smoke.yaml")], env=env, capture_output=True, text=True,
+                         cwd=out)  # fmt: skip
+    if res.returncode != 0:
+        raise SystemExit(res.stderr[-3000:])
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=300, help="MODT(P) training steps")
     p.add_argument("--behavior-steps", type=int, default=3000, help="behavior policy environment steps")
+    p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "morl-cpu-capability")
     args = p.parse_args(argv)
     print("| kernels | run | torch capability | behavior policy sha256 | dataset sha256 | MODT(P) sha256 | last curve row |")
     print("|---|---:|---|---|---|---|---|")
     for name, extra in SETTINGS.items():
         for i in (1, 2):
-            r = run(extra, args.steps, args.behavior_steps)
+            r = run(extra, args.steps, args.behavior_steps, args.workdir)
             print(f"| {name} | {i} | {r['capability']} | {r['behavior_sha256'][:12]} | {r['data_sha256'][:12]} | "
                   f"{r['model_sha256'][:12]} | `{r['last_curve_row']}` |", flush=True)  # fmt: skip
     return 0
