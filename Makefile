@@ -9,7 +9,7 @@ CORES ?= 2
 # itself, keeps pip from resolving a multi-GB CUDA build on machines that have the CPU wheel.
 TORCH := torch==2.13.0
 
-.PHONY: demo test lint install install-test dry-run clean
+.PHONY: demo run test lint install install-test dry-run clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ lint: install-test
 		$(BIN)/snakemake --lint --configfile $$c || exit 1; \
 	done
 	$(BIN)/snakefmt --check .
+
+# Any config: `make run CONFIG=configs/hopper.yaml`. The config is validated first: Snakemake's own
+# reading of a --configfile reports a YAML syntax error without its line and column.
+CONFIG ?= config.yaml
+run: install
+	$(BIN)/morl validate-config $(CONFIG)
+	$(BIN)/snakemake --profile profiles/local --cores $(CORES) --configfile $(CONFIG)
 
 dry-run: install
 	$(BIN)/snakemake -n --configfile configs/paper.yaml

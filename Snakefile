@@ -33,7 +33,14 @@ include: "rules/evaluate.smk"
 include: "rules/aggregate.smk"
 
 
+# The files the tables are built from are targets too. Snakemake treats a missing input of a job
+# whose outputs exist as a deleted intermediate and reruns nothing; listed here, a deleted
+# evaluation, curve or front is rebuilt, and the tables are rebuilt after it. A file rewritten in
+# place reruns `aggregate` when its bytes changed (Snakemake's mtime and checksum triggers).
 rule all:
     default_target: True
     input:
         rules.aggregate.output,
+        all_evaluations(),
+        all_curves(),
+        all_behavior_fronts(),

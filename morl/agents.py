@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_device, resolve_hp
+from morl.errors import InputError
 from morl.torch_io import TorchFileError, load_torch
 
 CHECKPOINT_FORMAT = "morl-peda-agent"
@@ -65,7 +66,7 @@ CHECKPOINT_KEYS = (
 )
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint file is missing, unreadable, foreign or inconsistent."""
 
     def __init__(self, path: os.PathLike | str, problem: str):

@@ -28,6 +28,7 @@ from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
+from morl.errors import InputError
 from morl.data import DataFileError, FileMismatchError, atomic_write, short_hash
 from morl.envs import ENV_SPECS, get_spec
 from morl.evaluate import read_evaluation, summarize
@@ -72,7 +73,7 @@ def _refuse_same_files(paths: Sequence[str | os.PathLike]) -> None:
             continue  # reading it names the file and the problem
         key = (st.st_dev, st.st_ino)
         if key in seen:
-            raise ValueError(f"{seen[key]} and {path} are the same file; each run counts once")
+            raise InputError(f"{seen[key]} and {path} are the same file; each run counts once")
         seen[key] = path
 
 
@@ -119,12 +120,12 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
         run = (*cell, meta.get("model"), meta.get("train_seed"))
         sha = meta.get("checkpoint_sha256")
         if sha and sha in checkpoints:
-            raise ValueError(f"{checkpoints[sha]} and {path} are evaluations of the same checkpoint (sha256 "
+            raise InputError(f"{checkpoints[sha]} and {path} are evaluations of the same checkpoint (sha256 "
                              f"{short_hash(sha)}); each run counts once")  # fmt: skip
         if sha:
             checkpoints[sha] = path
         if run in runs:
-            raise ValueError(f"{runs[run]} and {path} are two evaluations of run {env} {cell[1]}-{cell[2]} {run[3]} "
+            raise InputError(f"{runs[run]} and {path} are two evaluations of run {env} {cell[1]}-{cell[2]} {run[3]} "
                              f"seed {run[4]}; each run counts once")  # fmt: skip
         runs[run] = path
         dataset_sha = meta.get("dataset_sha256")
@@ -193,9 +194,9 @@ def _read_curve(path: str | os.PathLike) -> pl.DataFrame:
     try:
         curve = pl.read_csv(path)
     except Exception as exc:  # polars raises several kinds
-        raise ValueError(f"{path}: not a readable training curve CSV ({exc})") from exc
+        raise InputError(f"{path}: not a readable training curve CSV ({exc})") from exc
     if not {"step", "loss"} <= set(curve.columns):
-        raise ValueError(f"{path}: a training curve needs columns step and loss, found {curve.columns}")
+        raise InputError(f"{path}: a training curve needs columns step and loss, found {curve.columns}")
     return curve
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from morl.errors import InputError
 from morl import __version__
 from morl.envs import check_physics_version, get_spec, make_env, physics_version
 from morl.metrics import hypervolume
@@ -436,7 +437,7 @@ class BehaviorPolicy:
             self.actor = Actor(self.obs_dim, self.act_dim, self.n_obj, int(st["hidden"]), self.act_low, self.act_high)
             self.actor.load_state_dict(st["actor"])
         except (KeyError, RuntimeError) as exc:
-            raise ValueError(f"{self.path}: incomplete or mismatched behavior checkpoint ({exc})") from exc
+            raise InputError(f"{self.path}: incomplete or mismatched behavior checkpoint ({exc})") from exc
         self.actor.eval()
         self.meta = {k: v for k, v in st.items() if k != "actor"}
 
@@ -478,17 +479,17 @@ def _policy_of_partial(path: Path, st: dict[str, Any]) -> dict[str, Any]:
         meta = _policy_meta(st["env_id"], st["settings"], int(st["step"]), int(st["episodes"]))
         return {**meta, "partial": True, "actor": st["agent"]["actor"]}
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: incomplete partial behavior checkpoint ({exc!r})") from exc
+        raise InputError(f"{path}: incomplete partial behavior checkpoint ({exc!r})") from exc
 
 
 def _load_checkpoint(path: Path, expect_env: str | None = None) -> dict[str, Any]:
     st = load_torch(path, "behavior checkpoint")
     if not isinstance(st, dict) or st.get("kind") != CHECKPOINT_KIND:
-        raise ValueError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
+        raise InputError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
     if expect_env is not None and st.get("env_id") != expect_env:
-        raise ValueError(f"{path}: checkpoint is for env {st.get('env_id')!r}, not {expect_env!r}")
+        raise InputError(f"{path}: checkpoint is for env {st.get('env_id')!r}, not {expect_env!r}")
     try:
         check_physics_version(st.get("env_id"), st.get("physics_version"))
     except ValueError as exc:
-        raise ValueError(f"{path}: behavior checkpoint {exc}") from None
+        raise InputError(f"{path}: behavior checkpoint {exc}") from None
     return st

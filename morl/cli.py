@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def cmd_collect(args) -> int:
     from morl.collect import collect_dataset
 
     s = _config_section(args, "collect")
-    n = args.n_trajectories or s["n_trajectories"]
+    n = s["n_trajectories"] if args.n_trajectories is None else args.n_trajectories
     summary = collect_dataset(args.policy, args.quality, args.entropy, n, args.output,
                               batch_size=s["batch_size"], seed=s["seed"] if args.seed is None else args.seed,
                               workers=args.workers)  # fmt: skip
@@ -124,9 +125,10 @@ def cmd_import_d4morl(args) -> int:
 
 def cmd_aggregate(args) -> int:
     from morl.aggregate import aggregate
+    from morl.errors import InputError
 
     if args.curves and len(args.curves) != len(args.evaluations):
-        raise ValueError(f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
+        raise InputError(f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
                          "give one training curve per evaluation, in the same order")  # fmt: skip
     outputs = aggregate(args.evaluations, args.fronts, args.out_dir, seeds=args.seeds,
                         curves=dict(zip(args.evaluations, args.curves or [])))  # fmt: skip
@@ -134,10 +136,57 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+#: The largest seed accepted (numpy, torch and the environments all take it).
+MAX_SEED = 2**31 - 1
+
+
+def _count(text: str) -> int:
+    """An argparse type: an integer of at least 1 (0 is an error, not "unset")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"a seed lies in 0 .. {MAX_SEED}, got {value}")
+    return value
+
+
+def _output_file(text: str) -> str:
+    """An argparse type: a path a file can be written to, checked before any work starts."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; give the path of the file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise argparse.ArgumentTypeError(f"{text}: {parent} is a file, so nothing can be written below it")
+            break
+    return text
+
+
+def _output_dir(text: str) -> str:
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a file; give a folder to write the tables into")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     from morl.models import MODEL_NAMES
 
     p = argparse.ArgumentParser(prog="morl", description=__doc__)
+    p.add_argument("--debug", action="store_true", help="show the traceback of an expected error too "
+                   "(also: MORL_DEBUG=1 in the environment)")  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name, fn, help_):
@@ -155,22 +204,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = with_config(add("behavior", cmd_behavior, "train the behavior policy of one environment"))
     sp.add_argument("--env", required=True)
-    sp.add_argument("--output", required=True)
+    sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--threads", type=int, default=None)
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
 
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
     sp.add_argument("--policy", required=True)
-    sp.add_argument("--output", required=True)
+    sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
 
     sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
     sp.add_argument("--policy", required=True)
     sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
     sp.add_argument("--entropy", required=True, choices=["high", "medium", "low"])
-    sp.add_argument("--output", required=True)
-    sp.add_argument("--n-trajectories", type=int, default=None, help="override the config's count")
-    sp.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    sp.add_argument("--output", required=True, type=_output_file)
+    sp.add_argument("--n-trajectories", type=_count, default=None, help="override the config's count")
+    sp.add_argument("--seed", type=_seed, default=None, help="override the config's seed")
     sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
 
     sp = add("dataset-info", cmd_dataset_info, "describe a dataset file: sizes, returns, preference spread, HV")
@@ -182,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
     sp.add_argument("--dataset", required=True)
     sp.add_argument("--model", required=True, choices=MODEL_NAMES)
-    sp.add_argument("--seed", type=int, default=0)
-    sp.add_argument("--output", required=True)
-    sp.add_argument("--curve", default=None)
+    sp.add_argument("--seed", type=_seed, default=0)
+    sp.add_argument("--output", required=True, type=_output_file)
+    sp.add_argument("--curve", default=None, type=_output_file)
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
     sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset (for the state "
                     "statistics under train.statistics_from: expert-high)")  # fmt: skip
@@ -192,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
-    sp.add_argument("--output", required=True)
+    sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset the model was "
                     "trained with (for the target-return regression under train.statistics_from: "
                     "expert-high)")  # fmt: skip
@@ -204,29 +253,42 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
     sp.add_argument("--entropy", required=True, choices=["high", "medium", "low", "uniform", "wide", "narrow"],
                     help="high/medium/low, or D4MORL's uniform/wide/narrow")  # fmt: skip
-    sp.add_argument("--out", required=True, help="the Parquet file to write")
+    sp.add_argument("--out", required=True, type=_output_file, help="the Parquet file to write")
 
     sp = add("aggregate", cmd_aggregate, "tables (Markdown, CSV, LaTeX, HTML) and plots from evaluation files")
     sp.add_argument("--evaluations", nargs="*", default=[])
     sp.add_argument("--fronts", nargs="*", default=[])
     sp.add_argument("--curves", nargs="*", default=[], help="the curve.csv of each evaluated run, in the order "
                     "of --evaluations (for the training-curve plots)")  # fmt: skip
-    sp.add_argument("--seeds", type=int, nargs="*", default=None, help="the configured seeds: cells with fewer "
+    sp.add_argument("--seeds", type=_seed, nargs="*", default=None, help="the configured seeds: cells with fewer "
                     "are marked")  # fmt: skip
-    sp.add_argument("--out-dir", required=True)
+    sp.add_argument("--out-dir", required=True, type=_output_dir)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. An expected error (bad input, a bad or mismatched file, an output that
+    cannot be written) prints ``morl <command>: error: <message>`` and returns 2; ``--debug`` adds its
+    traceback. Any other exception is a bug and propagates with its traceback."""
+    from morl.errors import DEBUG_ENV, expected_errors, report
     from morl.progress import log_to
 
     args = build_parser().parse_args(argv)
+    previous = os.environ.get(DEBUG_ENV)
+    if args.debug:
+        os.environ[DEBUG_ENV] = "1"
     try:
         with log_to(None):
             return args.fn(args)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"morl {args.command}: error: {exc}", file=sys.stderr)
+    except expected_errors() as exc:
+        report(args.command, exc)
         return 2
+    finally:
+        if args.debug:  # main() may be called in-process; leave the environment as it was
+            if previous is None:
+                os.environ.pop(DEBUG_ENV, None)
+            else:
+                os.environ[DEBUG_ENV] = previous
 
 
 if __name__ == "__main__":

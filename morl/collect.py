@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from morl.errors import InputError
 from morl import __version__
 from morl.behavior import BehaviorPolicy
 from morl.data import Dataset, file_sha256, write_dataset
@@ -73,11 +74,11 @@ def collect_dataset(
     on it).  Trajectory ``k`` has the ``k``-th preference and environment seed drawn from ``seed``.
     """
     if quality not in QUALITIES:
-        raise ValueError(f"unknown quality {quality!r}; expected one of {QUALITIES}")
+        raise InputError(f"unknown quality {quality!r}; expected one of {QUALITIES}")
     if entropy not in ENTROPIES:
-        raise ValueError(f"unknown entropy {entropy!r}; expected one of {ENTROPIES}")
+        raise InputError(f"unknown entropy {entropy!r}; expected one of {ENTROPIES}")
     if n_trajectories < 1 or batch_size < 1:
-        raise ValueError("n_trajectories and batch_size must be positive")
+        raise InputError("n_trajectories and batch_size must be positive")
     policy = BehaviorPolicy(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     spec = get_spec(env_id)

@@ -18,10 +18,12 @@ from typing import Any
 import jsonschema
 import yaml
 
+from morl.errors import InputError
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """The experiment configuration is invalid; the message names the source and the key."""
 
 
@@ -111,6 +113,23 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     for i, ov in enumerate(config["behavior"].get("overrides", [])):
         for j, env_id in enumerate(ov["envs"]):
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
+    for env_id in config["envs"]:
+        for model in config["models"]:
+            hp = train_settings(config, env_id, model)
+            if hp["embed_dim"] % hp["n_head"]:
+                raise ConfigError(
+                    f"{source}: train.embed_dim: {hp['embed_dim']} is not divisible by train.n_head: {hp['n_head']} "
+                    f"(for {model} on {env_id}); each attention head takes an equal share of the embedding"
+                )
+            if hp["eval_context_length"] > hp["context_length"]:
+                raise ConfigError(
+                    f"{source}: train.eval_context_length: {hp['eval_context_length']} is greater than "
+                    f"train.context_length: {hp['context_length']} (for {model} on {env_id}); a model is "
+                    "evaluated on at most the context it was trained on"
+                )
+    divisions = config["evaluate"]["divisions"]
+    if divisions is not None:
+        _check_grid_size(config, divisions, source)
     in_grid = "expert" in config["qualities"] and "high" in config["entropies"]
     missing = [
         f"{env_id} expert-high"
@@ -128,12 +147,35 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     return config
 
 
+#: The most points an evaluation grid may have (the protocol's grids have 501 and 325).
+MAX_GRID_POINTS = 1_000_000
+
+
+def _check_grid_size(config: dict[str, Any], divisions: int, source) -> None:
+    from math import comb
+
+    from morl.envs import get_spec
+
+    for env_id in config["envs"]:
+        n_obj = get_spec(env_id).n_obj
+        points = comb(divisions + n_obj - 1, n_obj - 1)
+        if points > MAX_GRID_POINTS:
+            raise ConfigError(
+                f"{source}: evaluate.divisions: {divisions} divisions give {points:,} preference points for "
+                f"{env_id} ({n_obj} objectives), more than {MAX_GRID_POINTS:,}; null gives the protocol's grid"
+            )
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         with open(path) as f:
             return yaml.safe_load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a config file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: config file cannot be read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
 
@@ -172,14 +214,18 @@ def workflow_config(config: dict[str, Any], configfiles, default: str | os.PathL
         raise ConfigError(f"{', '.join(configfiles)}: give one --configfile; a run uses exactly one config, "
                           "validated whole (copy what the files share into one file)")  # fmt: skip
     if configfiles:
-        return validate_config(copy.deepcopy(config), configfiles[0]), configfiles[0]
-    path = Path(default)
-    if not path.exists():
-        raise ConfigError(f"{path}: config file not found in {Path.cwd()}; run where it lies, or give --configfile")
-    loaded = validate_config(_read_yaml(path), path)
-    if not config:
-        return loaded, str(path)
-    return validate_config(_merged(loaded, config), f"{path} with --config overrides"), str(path)
+        result = validate_config(copy.deepcopy(config), configfiles[0]), configfiles[0]
+    else:
+        path = Path(default)
+        if not path.exists():
+            raise ConfigError(f"{path}: config file not found in {Path.cwd()}; run where it lies, or give --configfile")
+        loaded = validate_config(_read_yaml(path), path)
+        source = path if not config else f"{path} with --config overrides"
+        result = (loaded if not config else validate_config(_merged(loaded, config), source)), str(path)
+    results_dir = Path(result[0]["results_dir"])
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ConfigError(f"{result[1]}: results_dir: {results_dir} is a file; every output goes into this folder")
+    return result
 
 
 def imported_datasets(config: dict[str, Any]) -> dict[tuple[str, str, str], str]:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from morl.errors import InputError
 from morl import __version__
 from morl.data import PREFERENCE_SUM_TOLERANCE, DataFileError, Dataset, file_sha256, write_dataset
 from morl.envs import physics_version
@@ -185,11 +186,11 @@ def _check_names(env_id: str, quality: str, entropy: str):
 
     spec = get_spec(env_id)
     if quality not in QUALITIES:
-        raise ValueError(f"unknown quality {quality!r}; expected one of {QUALITIES}")
+        raise InputError(f"unknown quality {quality!r}; expected one of {QUALITIES}")
     entropy = ENTROPY_ALIASES.get(entropy, entropy)
     if entropy not in ENTROPY_LEVELS:
         names = (*ENTROPY_LEVELS, *ENTROPY_ALIASES)
-        raise ValueError(f"unknown entropy {entropy!r}; expected one of {names}")
+        raise InputError(f"unknown entropy {entropy!r}; expected one of {names}")
     return spec, entropy
 
 

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
+from morl.errors import InputError, OutputError
 from morl.envs import check_physics_version
 
 META_KEY = b"morl"
@@ -54,7 +55,7 @@ _VECTOR_COLUMNS = ("observation", "action", "next_observation", "reward", "prefe
 _REQUIRED_COLUMNS = ("traj_id", "step", *_VECTOR_COLUMNS, "terminal", "timeout")
 
 
-class DataFileError(ValueError):
+class DataFileError(InputError):
     """A data file is missing, unreadable or does not follow the expected format."""
 
     def __init__(self, path: os.PathLike | str, problem: str):
@@ -63,7 +64,7 @@ class DataFileError(ValueError):
         self.problem = problem
 
 
-class FileMismatchError(ValueError):
+class FileMismatchError(InputError):
     """Two files that must belong together (a checkpoint and its dataset, a dataset and its behavior
     front, ...) disagree on what they are; the message names both files and every difference."""
 
@@ -81,19 +82,25 @@ def short_hash(sha: str | None) -> str:
 def atomic_write(path: os.PathLike | str, write_fn) -> None:
     """Call ``write_fn(tmp_path)`` and rename the result onto ``path``.
 
-    A killed process leaves at most a hidden temporary file, never a half-written ``path``. The
-    temporary file is created with mode 0666 less the umask, as ``open(path, "w")`` would create
+    A killed process leaves at most a hidden temporary file, never a half-written ``path``. A write
+    that fails (a full disk, no permission) raises :class:`~morl.errors.OutputError` naming ``path``
+    and leaves ``path`` as it was. The temporary file is created with mode 0666 less the umask, as ``open(path, "w")`` would create
     ``path``; the rename keeps that mode.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _create_temporary(path)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = _create_temporary(path)
         write_fn(tmp)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+            # a full disk, a permission, a folder in the way: name the file that was not written
+            why = exc.strerror or str(exc) or type(exc).__name__
+            raise OutputError(path, f"could not be written: {why}; nothing was changed there") from exc
         raise
 
 

@@ -103,6 +103,7 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 
 from morl import register_envs
+from morl.errors import InputError
 
 __all__ = [
     "ALIVE_BONUS",
@@ -564,7 +565,7 @@ class ExternalEnvSpec:
         return len(self.act_low)
 
 
-class MissingExtraError(ValueError):
+class MissingExtraError(InputError):
     """An MO-Gymnasium id was asked for, but the ``mo-gymnasium`` extra is not installed."""
 
 
@@ -596,7 +597,7 @@ def mo_gymnasium_ids() -> list[str]:
 def _external_spec(env_id: str) -> ExternalEnvSpec:
     mo_gym = _import_mo_gymnasium()
     if env_id not in gymnasium.registry:
-        raise ValueError(f"unknown MO-Gymnasium id {env_id!r}; available: {', '.join(mo_gymnasium_ids())}")
+        raise InputError(f"unknown MO-Gymnasium id {env_id!r}; available: {', '.join(mo_gymnasium_ids())}")
     with warnings.catch_warnings():  # deprecation notices for the v4 tasks, float64 Box bounds
         warnings.simplefilter("ignore")
         env = mo_gym.make(env_id)
@@ -604,13 +605,13 @@ def _external_spec(env_id: str) -> ExternalEnvSpec:
         act, obs = env.action_space, env.observation_space
         reward_space = getattr(env.unwrapped, "reward_space", None)
         if not isinstance(act, spaces.Box):
-            raise ValueError(f"{env_id}: only continuous (Box) action spaces are supported; this task has {act}")
+            raise InputError(f"{env_id}: only continuous (Box) action spaces are supported; this task has {act}")
         if not isinstance(obs, spaces.Box) or len(obs.shape) != 1:
-            raise ValueError(f"{env_id}: only flat Box observations are supported; this task has {obs}")
+            raise InputError(f"{env_id}: only flat Box observations are supported; this task has {obs}")
         if reward_space is None or len(reward_space.shape) != 1:
-            raise ValueError(f"{env_id}: no vector reward_space; not a multi-objective task")
+            raise InputError(f"{env_id}: no vector reward_space; not a multi-objective task")
         if env.spec is None or env.spec.max_episode_steps is None:
-            raise ValueError(f"{env_id}: the task has no episode cap (max_episode_steps)")
+            raise InputError(f"{env_id}: the task has no episode cap (max_episode_steps)")
         n_obj = int(reward_space.shape[0])
         return ExternalEnvSpec(
             id=env_id, n_obj=n_obj, objectives=tuple(f"objective {k + 1}" for k in range(n_obj)),
@@ -631,7 +632,7 @@ def get_spec(env_id: str) -> EnvSpec | ExternalEnvSpec:
     if isinstance(env_id, str) and MO_GYMNASIUM_ID.match(env_id):
         return _external_spec(env_id)
     known = ", ".join(sorted(ENV_SPECS))
-    raise ValueError(f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id "
+    raise InputError(f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id "
                      f"such as mo-halfcheetah-v5") from None  # fmt: skip
 
 
@@ -664,7 +665,7 @@ def check_physics_version(env_id: str, recorded: Any) -> None:
     if recorded != current:
         made = PHYSICS_VERSIONS.get(recorded, "unknown")
         now = PHYSICS_VERSIONS[current]
-        raise ValueError(
+        raise InputError(
             f"made under physics version {recorded} of {env_id} ({made}), but this morl simulates "
             f"version {current} ({now}); rebuild it"
         )
@@ -742,7 +743,7 @@ def load_model(spec: EnvSpec) -> mujoco.MjModel:
     and the constraint solver's warm start turned off."""
     path = os.path.join(assets_dir(), spec.xml)
     if not os.path.isfile(path):
-        raise ValueError(f"{spec.id}: model file {path} not found (is gymnasium installed?)")
+        raise InputError(f"{spec.id}: model file {path} not found (is gymnasium installed?)")
     model = _compile_xml(path) if spec.model_edits is None else _compile_edited(path, spec.model_edits)
     if model.nu != spec.act_dim:
         raise ValueError(

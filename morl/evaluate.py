@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from morl.errors import InputError
 from morl import __version__
 from morl.data import (
     META_KEY,
@@ -356,7 +357,7 @@ def evaluate_checkpoint(
     if reference is not None:
         reference_sha = dataset_sha if reference == Path(dataset) else file_sha256(reference)
         if reference_sha != trained["reference_dataset_sha256"]:
-            raise ValueError(
+            raise InputError(
                 f"{reference}: not the expert-high dataset {checkpoint} was trained with "
                 f"({trained['reference_dataset']}); pass that file as --reference-dataset"
             )

@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from morl.errors import InputError
+
 MODEL_NAMES = ("bc", "bc-p", "rvs", "rvs-p", "dt", "dt-p")
 DISPLAY_NAMES = {
     "bc": "BC",
@@ -99,7 +101,7 @@ _CHOICE_KEYS = {"returns_to_go": RETURNS_TO_GO, "statistics_from": STATISTICS_FR
 def check_model_name(name: str) -> str:
     """Return ``name`` if it is one of :data:`MODEL_NAMES`, else raise a ValueError listing them."""
     if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+        raise InputError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
     return name
 
 
@@ -135,33 +137,33 @@ def resolve_hp(hp: dict | None) -> dict[str, Any]:
     hp = dict(hp or {})
     unknown = sorted(set(hp) - set(DEFAULT_HP))
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_HP)}"
         )
     out = {**DEFAULT_HP, **hp}
     for key, minimum in _INT_KEYS.items():
         value = out[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise ValueError(f"hyperparameter {key!r} must be an integer, got {value!r}")
+            raise InputError(f"hyperparameter {key!r} must be an integer, got {value!r}")
         out[key] = int(value)
         if out[key] < minimum:
-            raise ValueError(f"hyperparameter {key!r} must be >= {minimum}, got {value!r}")
+            raise InputError(f"hyperparameter {key!r} must be >= {minimum}, got {value!r}")
     for key in _FLOAT_KEYS:
         value = out[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"hyperparameter {key!r} must be a finite number, got {value!r}")
+            raise InputError(f"hyperparameter {key!r} must be a finite number, got {value!r}")
         out[key] = float(value)
     for key, choices in _CHOICE_KEYS.items():
         if out[key] not in choices:
-            raise ValueError(f"hyperparameter {key!r} must be one of {', '.join(choices)}, got {out[key]!r}")
+            raise InputError(f"hyperparameter {key!r} must be one of {', '.join(choices)}, got {out[key]!r}")
     if out["lr"] <= 0 or out["return_scale"] <= 0:
-        raise ValueError("hyperparameters 'lr' and 'return_scale' must be positive")
+        raise InputError("hyperparameters 'lr' and 'return_scale' must be positive")
     if out["weight_decay"] < 0 or out["grad_clip"] < 0:
-        raise ValueError("hyperparameters 'weight_decay' and 'grad_clip' must be >= 0")
+        raise InputError("hyperparameters 'weight_decay' and 'grad_clip' must be >= 0")
     if not 0.0 <= out["dropout"] < 1.0:
-        raise ValueError(f"hyperparameter 'dropout' must be in [0, 1), got {out['dropout']!r}")
+        raise InputError(f"hyperparameter 'dropout' must be in [0, 1), got {out['dropout']!r}")
     if out["embed_dim"] % out["n_head"]:
-        raise ValueError(
+        raise InputError(
             f"'embed_dim' ({out['embed_dim']}) must be divisible by 'n_head' ({out['n_head']})"
         )
     return out
@@ -467,9 +469,9 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"invalid device {device!r} ({exc})") from exc
+        raise InputError(f"invalid device {device!r} ({exc})") from exc
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
+        raise InputError(f"device {device!r} requested but CUDA is not available")
     if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"unsupported device {device!r}; use 'auto', 'cpu' or 'cuda[:i]'")
+        raise InputError(f"unsupported device {device!r}; use 'auto', 'cpu' or 'cuda[:i]'")
     return dev

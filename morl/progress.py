@@ -85,8 +85,13 @@ def log_to(path: str | Path | None, level: int = logging.INFO):
     log.propagate = False
     try:
         yield log
-    except BaseException:
-        log.exception("stage failed")
+    except BaseException as exc:
+        from morl.errors import debug_requested, expected_errors
+
+        # An expected error is reported as one line by whoever runs the stage (morl.errors); a bug
+        # keeps its traceback, in the log file too.
+        if debug_requested() or not isinstance(exc, expected_errors()):
+            log.exception("stage failed")
         raise
     finally:
         for h in handlers:

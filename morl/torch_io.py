@@ -12,6 +12,7 @@ global; torch's own message, which suggests loading the file unsafely, is not pa
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 import re
@@ -20,9 +21,10 @@ from typing import Any
 import torch
 
 from morl.data import atomic_write
+from morl.errors import InputError
 
 
-class TorchFileError(ValueError):
+class TorchFileError(InputError):
     """A torch file is missing, unreadable or refused by the safe loader; the message names it."""
 
     def __init__(self, path: os.PathLike | str, problem: str):
@@ -34,9 +36,15 @@ class TorchFileError(ValueError):
 def save_torch(path: os.PathLike | str, obj: Any) -> None:
     """``torch.save(obj)`` to ``path`` atomically; the same ``obj`` gives the same bytes."""
 
+    # Serialised in memory first: torch's archive writer turns a failed write (a full disk) into
+    # "RuntimeError: [enforce fail at inline_container.cc]", which names neither the file nor the
+    # cause; a plain file write raises an OSError that atomic_write reports with the path.
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+
     def write(tmp):
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            f.write(buffer.getbuffer())
 
     atomic_write(path, write)
 

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from morl.errors import InputError
 from morl import __version__
 from morl.agents import (
     CHECKPOINT_FORMAT,
@@ -134,7 +135,7 @@ def prepare_tensors(
     (module docstring); ``max_episode_steps`` is MORvS's ``T``.
     """
     if rtg_definition not in RETURNS_TO_GO:
-        raise ValueError(f"rtg_definition must be one of {', '.join(RETURNS_TO_GO)}, got {rtg_definition!r}")
+        raise InputError(f"rtg_definition must be one of {', '.join(RETURNS_TO_GO)}, got {rtg_definition!r}")
     mean, std = observation_stats(ds.observations) if stats is None else stats
     states = (ds.observations - mean) / std
     np.clip(states, -STATE_CLIP, STATE_CLIP, out=states)
@@ -256,11 +257,11 @@ def _dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
     try:
         max_steps = int(meta.get("max_episode_steps", DEFAULT_MAX_EPISODE_STEPS))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: metadata 'max_episode_steps' is not an integer") from exc
+        raise InputError(f"{path}: metadata 'max_episode_steps' is not an integer") from exc
     if max_steps < 1:
-        raise ValueError(f"{path}: metadata 'max_episode_steps' must be positive, got {max_steps}")
+        raise InputError(f"{path}: metadata 'max_episode_steps' must be positive, got {max_steps}")
     if int(ds.steps.max()) >= max_steps:
-        raise ValueError(
+        raise InputError(
             f"{path}: a trajectory has {int(ds.steps.max()) + 1} steps, more than "
             f"max_episode_steps={max_steps}"
         )
@@ -273,7 +274,7 @@ def _dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
 
             spec = get_spec(env_id)
         except (ImportError, ValueError, TypeError) as exc:
-            raise ValueError(
+            raise InputError(
                 f"{path}: metadata has no 'act_low'/'act_high' and the action bounds of env id "
                 f"{env_id!r} are unknown ({exc})"
             ) from exc
@@ -281,10 +282,10 @@ def _dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
     low = [float(x) for x in np.asarray(low, dtype=np.float64).reshape(-1)]
     high = [float(x) for x in np.asarray(high, dtype=np.float64).reshape(-1)]
     if len(low) != ds.act_dim or len(high) != ds.act_dim:
-        raise ValueError(f"{path}: action bounds have {len(low)} entries but actions have {ds.act_dim}")
+        raise InputError(f"{path}: action bounds have {len(low)} entries but actions have {ds.act_dim}")
     tol = 1e-4
     if np.any(ds.actions < np.asarray(low) - tol) or np.any(ds.actions > np.asarray(high) + tol):
-        raise ValueError(f"{path}: dataset actions lie outside the action bounds {low} .. {high}")
+        raise InputError(f"{path}: dataset actions lie outside the action bounds {low} .. {high}")
     return {"max_episode_steps": max_steps, "act_low": low, "act_high": high}
 
 
@@ -309,7 +310,7 @@ def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLi
     if differences:
         raise FileMismatchError(path, dataset_path, differences)
     if "quality" in meta and not is_expert_high(meta):
-        raise ValueError(
+        raise InputError(
             f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
             f"{meta.get('quality')}-{meta.get('entropy')}"
         )
@@ -322,12 +323,12 @@ def resolve_reference(statistics_from: str, ds: Dataset, dataset_path: os.PathLi
     then refused), else ``reference_dataset``, or the training dataset if it is the expert-high one."""
     if statistics_from == "dataset":
         if reference_dataset is not None:
-            raise ValueError("a reference dataset is used only with statistics_from 'expert-high', not 'dataset'")
+            raise InputError("a reference dataset is used only with statistics_from 'expert-high', not 'dataset'")
         return None
     if reference_dataset is not None:
         return Path(reference_dataset)
     if not is_expert_high(ds.meta):
-        raise ValueError(
+        raise InputError(
             f"{dataset_path}: statistics_from 'expert-high' needs the env's expert-high dataset as the "
             "reference dataset (--reference-dataset), unless the dataset is that one itself"
         )
@@ -431,7 +432,7 @@ def train(
     """
     check_model_name(model_name)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
     seed = int(seed)
     hp = resolve_hp(hp)
     dev = resolve_device(device)

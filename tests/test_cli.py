@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,100 @@ def test_evaluating_a_model_on_another_env_s_dataset_is_refused(tmp_path, config
         "'MO-HalfCheetah-v2', the dataset for 'MO-Walker2d-v2'"
     )
     assert not ev.exists()
+
+
+def test_arguments_are_checked_before_any_work(tmp_path, config, tiny_policy, tiny_dataset, capsys):
+    """0 trajectories is an error, not "use the config's count"; an output path that is a folder, or
+    lies below a file, and an out-of-range seed are refused by the argument parser."""
+    import pytest
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    (tmp_path / "folder").mkdir()
+    cases = [
+        (["collect", "--policy", str(tiny_policy), "--quality", "expert", "--entropy", "high", "--output",
+          str(tmp_path / "d.parquet"), "--n-trajectories", "0"], "argument --n-trajectories: must be at least 1, got 0"),
+        (["train", "--dataset", str(tiny_dataset), "--model", "bc", "--output", str(tmp_path / "folder")],
+         f"argument --output: {tmp_path / 'folder'} is a directory; give the path of the file to write"),
+        (["train", "--dataset", str(tiny_dataset), "--model", "bc", "--output", str(cfg / "m.pt")],
+         f"argument --output: {cfg / 'm.pt'}: {cfg} is a file, so nothing can be written below it"),
+        (["train", "--dataset", str(tiny_dataset), "--model", "bc", "--output", str(tmp_path / "m.pt"),
+          "--seed", str(10**30)], "argument --seed: a seed lies in 0 .. 2147483647, got 10000000000"),
+        (["aggregate", "--out-dir", str(cfg)], f"argument --out-dir: {cfg} is a file"),
+    ]  # fmt: skip
+    for argv, message in cases:
+        if argv[0] != "aggregate":
+            argv = [argv[0], "--config", str(cfg), *argv[1:]]
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"morl {argv[0]}: error: {message}" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "folder"]  # nothing was written
+
+
+def test_a_full_disk_names_the_file_that_was_not_written(tmp_path, config, tiny_dataset, monkeypatch, capsys):
+    """The disk fills while `morl train` writes its checkpoint. Before, torch's archive writer
+    reported "RuntimeError: [enforce fail at inline_container.cc:672] . unexpected pos ..."."""
+    import builtins
+    import errno
+
+    real_open = builtins.open
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def open_on_a_full_disk(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return FullDisk(f) if "w" in mode and str(file).endswith(".tmp") else f
+
+    config["train"].update(steps=4, checkpoint_every=2)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    out = tmp_path / "run" / "model.pt"
+    monkeypatch.setattr(builtins, "open", open_on_a_full_disk)
+    code = main(["train", "--config", str(cfg), "--dataset", str(tiny_dataset), "--model", "dt-p", "--output", str(out)])
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert code == 2
+    assert (f"morl train: error: {out}.partial: could not be written: No space left on device; nothing was "
+            "changed there\n") in err  # fmt: skip
+    assert "Traceback" not in err
+    assert not any(p.name.endswith(".tmp") for p in out.parent.iterdir())  # no temporary file left behind
+
+
+def test_expected_errors_are_one_line_and_bugs_keep_their_traceback(tmp_path, capsys, monkeypatch):
+    """An expected error prints one line; --debug adds its traceback; a bug is not turned into a
+    one-line message."""
+    import pytest
+
+    missing = tmp_path / "missing.parquet"
+    assert main(["dataset-info", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"morl dataset-info: error: {missing}: file does not exist"]
+
+    monkeypatch.delenv("MORL_DEBUG", raising=False)
+    assert main(["--debug", "dataset-info", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err
+    assert err.strip().splitlines()[-1] == f"morl dataset-info: error: {missing}: file does not exist"
+    assert "MORL_DEBUG" not in os.environ  # --debug does not outlive the call
+
+    import morl.dataset_info
+
+    def bug(*args, **kwargs):
+        raise ValueError("operands could not be broadcast together")  # as a numpy bug would
+
+    monkeypatch.setattr(morl.dataset_info, "dataset_info", bug)
+    with pytest.raises(ValueError, match="broadcast"):
+        main(["dataset-info", str(missing)])

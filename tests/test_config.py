@@ -50,6 +50,22 @@ def test_shipped_configs_are_valid(name):
         (lambda c: c["train"]["overrides"].append({"models": ["dt"], "returns_to_go": "raw"}),
          "train.overrides[0].returns_to_go: 'raw' is not one of peda, weighted"),
         (lambda c: c["train"].pop("statistics_from"), "missing required key train.statistics_from"),
+        # sizes and seeds a job could not allocate or would overflow on (a typo's extra zeros)
+        (lambda c: c["train"].update(batch_size=10**12), "train.batch_size: 1000000000000 is greater than the maximum"),
+        (lambda c: c["behavior"].update(batch_size=10**9), "behavior.batch_size: 1000000000 is greater than the maximum"),
+        (lambda c: c.update(seeds=[0, 10**30]), "seeds[1]: 1000000000000000000000000000000 is greater than the maximum"),
+        (lambda c: c["collect"].update(seed=2**31), "collect.seed: 2147483648 is greater than the maximum of 2147483647"),
+        (lambda c: c["train"].update(hidden=10**6), "train.hidden: 1000000 is greater than the maximum of 16384"),
+        (lambda c: c["collect"].update(n_trajectories=10**12), "collect.n_trajectories: 1000000000000 is greater"),
+        (lambda c: c["behavior"].update(buffer_size=10**10), "behavior.buffer_size: 10000000000 is greater"),
+        (lambda c: c["evaluate"].update(divisions=5_000), "evaluate.divisions: 5000 divisions give 12,507,501 "
+                                                          "preference points for MO-Hopper-v3"),
+        (lambda c: c["train"].update(n_head=3), "train.embed_dim: 16 is not divisible by train.n_head: 3"),
+        # an evaluation context longer than the training context, set directly or by an override
+        (lambda c: c["train"].update(context_length=5, eval_context_length=8),
+         "train.eval_context_length: 8 is greater than train.context_length: 5 (for bc on MO-HalfCheetah-v2)"),
+        (lambda c: c["train"]["overrides"].append({"models": ["dt-p"], "eval_context_length": 10**4}),
+         "train.eval_context_length: 10000 is greater than train.context_length: 5 (for dt-p on MO-HalfCheetah-v2)"),
     ],
 )
 def test_bad_config_names_the_key(config, mutate, expected):
@@ -70,6 +86,12 @@ def test_unreadable_config_files(tmp_path):
     bad.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
         load_config(bad)
+    with pytest.raises(ConfigError, match=f"{tmp_path}: is a folder, not a config file"):
+        load_config(tmp_path)  # was an IsADirectoryError traceback
+    bad.write_text("envs: [a, b\nmodels: [bc]\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(bad)
+    assert "line 1, column" in str(err.value) and "line 2" in str(err.value)
 
 
 def test_train_overrides_apply_in_order():

@@ -15,6 +15,7 @@ from morl.cli import main
 from morl.d4morl import import_d4morl, load_restricted_pickle
 from morl.data import DataFileError, load_dataset
 from morl.envs import get_spec
+from morl.errors import OutputError
 
 TWO_OBJ, THREE_OBJ = "MO-HalfCheetah-v2", "MO-Hopper-v3"
 
@@ -289,7 +290,7 @@ def test_failed_write_leaves_existing_output_untouched(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(morl.data.pq, "write_table", half_then_fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(OutputError, match=f"{out}: could not be written: disk full; nothing was changed there"):
         import_d4morl(pkl, TWO_OBJ, "expert", "high", out, progress=False)
     assert out.read_bytes() == b"previous dataset"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.pkl", "out.parquet"]

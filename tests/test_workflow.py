@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -93,6 +95,9 @@ def test_a_run_uses_exactly_one_config(tmp_path):
 
     res = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), "mine.yaml", cwd=tmp_path, timeout=120)
     assert res.returncode != 0 and "give one --configfile" in res.stdout + res.stderr
+    (tmp_path / "taken").write_text("a file where the results folder should go\n")
+    res = snakemake("-n", "--config", "results_dir=taken", cwd=tmp_path, timeout=120)
+    assert res.returncode != 0 and "config.yaml: results_dir: taken is a file" in res.stdout + res.stderr
     (tmp_path / "config.yaml").unlink()
     res = snakemake("-n", cwd=tmp_path, timeout=120)
     assert res.returncode != 0 and "config.yaml: config file not found" in res.stdout + res.stderr
@@ -182,6 +187,30 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     again = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), cwd=tmp_path, timeout=120)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
+    # The tables follow the files they are built from. A deleted evaluation is rebuilt and the
+    # tables after it (before, Snakemake took it for a deleted intermediate and did nothing) ...
+    hv_csv = R / "tables/hv.csv"
+    before = hv_csv.read_text()
+    env = config["envs"][0]
+    cell = R / env / f"{config['qualities'][0]}-{config['entropies'][0]}"
+    evaluation = cell / "bc" / "seed0" / "eval.parquet"
+    evaluation.unlink()
+    res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert job_counts(res.stdout + res.stderr) == {"evaluate": 1, "aggregate": 1, "all": 1, "total": 3}
+    assert hv_csv.read_text() == before  # evaluation is deterministic
+    # ... and an evaluation rewritten with other numbers changes the tables.
+    table = pq.read_table(evaluation)
+    ret = table.column("return").combine_chunks()
+    halved = pa.FixedSizeListArray.from_arrays(pa.array(ret.flatten().to_numpy() * 0.5, ret.type.value_type),
+                                               ret.type.list_size)  # fmt: skip
+    pq.write_table(table.set_column(table.schema.get_field_index("return"), "return", halved), evaluation)
+    res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert job_counts(res.stdout + res.stderr) == {"aggregate": 1, "all": 1, "total": 2}
+    changed = [row for row in hv_csv.read_text().splitlines() if row not in before.splitlines()]
+    assert len(changed) == 1 and f",{env}," in changed[0] and ",bc," in changed[0], changed
+
 
 def test_imported_dataset_replaces_collection(tmp_path):
     """A cell named in imported_datasets is trained from that file and never collected."""
@@ -204,6 +233,33 @@ def test_imported_dataset_replaces_collection(tmp_path):
     assert counts["train"] == 12 and counts["evaluate"] == 12
 
 
+def test_a_job_that_refuses_its_input_fails_with_one_line(tmp_path, tiny_dataset):
+    """A job given a bad input fails with `morl <stage>: error: ...` on stderr and in its log, and
+    no traceback; with MORL_DEBUG=1 the log holds the traceback too."""
+    config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
+    config.update(envs=["MO-Walker2d-v2"], qualities=["amateur"], entropies=["high"], models=["bc"])
+    config["imported_datasets"] = [  # a HalfCheetah file (same sizes) under the Walker2d cell
+        {"env": "MO-Walker2d-v2", "quality": "amateur", "entropy": "high", "path": str(tiny_dataset)}
+    ]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    target = "results/MO-Walker2d-v2/amateur-high/bc/seed0/model.pt"
+    log = tmp_path / "results/logs/train/MO-Walker2d-v2/amateur-high/bc/seed0.log"
+    message = (f"morl train: error: {tiny_dataset}: dataset is for env 'MO-HalfCheetah-v2', but 'MO-Walker2d-v2' "
+               "was expected (env mismatch)")  # fmt: skip
+    res = snakemake(target, "--cores", "1", "--configfile", "c.yaml", cwd=tmp_path, timeout=300)
+    assert res.returncode != 0
+    assert message in res.stderr.splitlines()
+    assert log.read_text().strip().splitlines()[-1] == message and "Traceback" not in log.read_text()
+    assert not (tmp_path / target).exists()
+
+    log.unlink()
+    res = subprocess.run([*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), target, "--cores", "1", "--configfile",
+                          "c.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, MORL_DEBUG="1"))  # fmt: skip
+    assert res.returncode != 0 and "Traceback (most recent call last)" in log.read_text()
+    assert log.read_text().strip().splitlines()[-1] == message
+
+
 def test_imported_dataset_config_errors(config):
     from morl.config import ConfigError, validate_config
 
@@ -217,3 +273,42 @@ def test_imported_dataset_config_errors(config):
     config["imported_datasets"] = [dict(cell, quality="novice")]
     with pytest.raises(ConfigError, match="imported_datasets\\[0\\].quality"):
         validate_config(config, "c.yaml")
+
+
+def test_a_killed_run_finishes_with_the_readme_commands(tmp_path):
+    """kill -9 of a running workflow leaves Snakemake's lock; the two commands the README gives
+    clear it and finish the run."""
+    import signal
+
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- resume-after-kill[^>]*-->\s*```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [line.split() for line in block.splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["snakemake", "--unlock"], ["snakemake", "--profile"]]
+
+    config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
+    config.update(envs=["MO-HalfCheetah-v2"], models=["bc", "dt-p"])
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(config))
+    profile = ["--profile", str(ROOT / "profiles/local"), "--configfile", "mine.yaml"]
+    proc = subprocess.Popen([*SNAKEMAKE, "--snakefile", str(ROOT / "Snakefile"), *profile, "--cores", "1"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    train_logs = tmp_path / "results/logs/train"
+    deadline = time.monotonic() + 600
+    while not (train_logs.exists() and any(train_logs.rglob("*.log"))):
+        assert proc.poll() is None, "the run ended before any training job started"
+        assert time.monotonic() < deadline, "no training job started within 600 s"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the workflow and its running job, as a lost node would
+    proc.wait()
+    assert list((tmp_path / ".snakemake/locks").iterdir()), "the killed run left no lock"
+
+    res = snakemake(*profile, cwd=tmp_path)
+    assert res.returncode != 0 and "cannot be locked" in res.stdout + res.stderr
+    for command in commands:
+        args = [str(ROOT / a) if a == "profiles/local" else ("mine.yaml" if a == "YOUR_CONFIG.yaml" else a)
+                for a in command[1:]]  # fmt: skip
+        res = snakemake(*args, cwd=tmp_path)
+        assert res.returncode == 0, " ".join(command) + "\n" + res.stderr[-3000:]
+    assert (tmp_path / "results/tables/results.md").exists()
+    for model in config["models"]:
+        assert (tmp_path / f"results/MO-HalfCheetah-v2/amateur-low/{model}/seed0/eval.parquet").exists()

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
+from morl.errors import run_stage
 from morl.aggregate import aggregate
 from morl.progress import log_to
 
@@ -18,4 +19,4 @@ def main(sm) -> None:
 
 # Guarded like the other scripts: nothing runs when a worker process imports this file.
 if __name__ == "__main__":
-    main(snakemake)  # noqa: F821 (injected by Snakemake)
+    run_stage("aggregate", lambda: main(snakemake), snakemake.log[0])  # noqa: F821 (injected by Snakemake)

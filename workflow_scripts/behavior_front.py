@@ -1,5 +1,6 @@
 """Rule `behavior_front`: the behavior policy and trivial baselines on the preference grid."""
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
+from morl.errors import run_stage
 from morl.evaluate import evaluate_behavior
 from morl.progress import log_to
 
@@ -14,4 +15,4 @@ def main(sm) -> None:
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
 # where there is no `snakemake` object and nothing must run.
 if __name__ == "__main__":
-    main(snakemake)  # noqa: F821 (injected by Snakemake)
+    run_stage("behavior_front", lambda: main(snakemake), snakemake.log[0])  # noqa: F821 (injected by Snakemake)

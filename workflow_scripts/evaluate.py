@@ -2,6 +2,7 @@
 import torch
 
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
+from morl.errors import run_stage
 from morl.evaluate import evaluate_checkpoint
 from morl.progress import log_to
 
@@ -21,4 +22,4 @@ def main(sm) -> None:
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
 # where there is no `snakemake` object and nothing must run.
 if __name__ == "__main__":
-    main(snakemake)  # noqa: F821 (injected by Snakemake)
+    run_stage("evaluate", lambda: main(snakemake), snakemake.log[0])  # noqa: F821 (injected by Snakemake)
