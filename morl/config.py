@@ -114,6 +114,13 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         for j, env_id in enumerate(ov["envs"]):
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
     for env_id in config["envs"]:
+        if behavior_settings(config, env_id)["shipped"]:
+            from morl.shipped import check_shipped_policy
+
+            try:
+                check_shipped_policy(env_id)
+            except InputError as exc:
+                raise ConfigError(f"{source}: behavior.shipped: {exc}") from None
         for model in config["models"]:
             hp = train_settings(config, env_id, model)
             if hp["embed_dim"] % hp["n_head"]:
@@ -262,7 +269,9 @@ def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
     """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides applied."""
     behavior = config["behavior"]
     keys = _setting_keys("behavior")
-    hp = {k: copy.deepcopy(behavior[k]) for k in keys}
+    optional = {"shipped": False}
+    hp = {k: copy.deepcopy(behavior.get(k, optional.get(k))) if k in optional else copy.deepcopy(behavior[k])
+          for k in keys}  # fmt: skip
     for ov in behavior.get("overrides", []):
         if env_id in ov["envs"]:
             hp.update({k: v for k, v in ov.items() if k in keys})

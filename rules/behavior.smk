@@ -13,7 +13,8 @@ rule behavior:
     resources:
         mem_mb=4000,
     params:
-        settings=lambda wc: behavior_settings(config, wc.env),
+        # the TD3 settings (`shipped` decides whether this rule runs at all)
+        settings=lambda wc: {k: v for k, v in behavior_settings(config, wc.env).items() if k != "shipped"},
     script:
         "../workflow_scripts/behavior.py"
 
@@ -21,7 +22,7 @@ rule behavior:
 rule behavior_front:
     """Evaluate the behavior policy (and the zero/random-action baselines) on the preference grid."""
     input:
-        policy=BEHAVIOR,
+        policy=behavior_policy,
     output:
         front=BEHAVIOR_FRONT,
     log:

@@ -1,7 +1,7 @@
 rule collect:
     """Roll out the behavior policy into one Parquet dataset per (env, quality, entropy)."""
     input:
-        policy=BEHAVIOR,
+        policy=behavior_policy,
     output:
         dataset=DATASET,
     log:

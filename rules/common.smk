@@ -2,6 +2,7 @@
 import os
 
 from morl.config import behavior_settings, imported_datasets, reference_cell, train_settings, training_definitions
+from morl.shipped import shipped_policy_path
 
 # Every output lies under the config's results_dir; the patterns below are relative to it.
 R = config["results_dir"]
@@ -30,6 +31,14 @@ BENCH = os.path.join(R, "benchmarks")
 
 
 IMPORTED = imported_datasets(config)
+
+
+def behavior_policy(wildcards):
+    """The env's behavior policy: the shipped file under behavior.shipped: true, else the one the
+    behavior rule trains."""
+    if behavior_settings(config, wildcards.env)["shipped"]:
+        return str(shipped_policy_path(wildcards.env))
+    return BEHAVIOR.format(env=wildcards.env)
 
 
 def dataset_file(env, quality, entropy):

@@ -109,7 +109,7 @@ def test_behavior_overrides_apply_in_order_to_their_envs_only(config):
         {"envs": ["MO-Ant-v2"], "total_steps": 70},
     ]
     validate_config(config)
-    base = {k: v for k, v in config["behavior"].items() if k != "overrides"}
+    base = {**{k: v for k, v in config["behavior"].items() if k != "overrides"}, "shipped": False}
     assert behavior_settings(config, "MO-HalfCheetah-v2") == base
     assert behavior_settings(config, "MO-Swimmer-v2") == dict(base, gamma=0.999, total_steps=50)
     assert behavior_settings(config, "MO-Ant-v2") == dict(base, gamma=0.999, total_steps=70)

@@ -1,0 +1,114 @@
+"""Shipped behavior policies: every check that runs before a config that uses one may start."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+from morl import shipped
+from morl.behavior import Actor, BehaviorPolicy
+from morl.config import ConfigError, behavior_settings, validate_config
+from morl.data import file_sha256
+from morl.errors import InputError
+from morl.shipped import check_shipped_policy
+from morl.torch_io import load_torch, save_torch
+
+ENV = "MO-HalfCheetah-v2"
+
+
+def write_sums(folder):
+    lines = [f"{file_sha256(p)}  {p.name}" for p in sorted(folder.glob("*.pt"))]
+    (folder / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def folder(tmp_path, tiny_policy):
+    d = tmp_path / "behaviors"
+    d.mkdir()
+    shutil.copy(tiny_policy, d / f"{ENV}.pt")
+    write_sums(d)
+    return d
+
+
+def relabelled(src, dest, **changes):
+    """A self-consistent behavior checkpoint like ``src`` with other metadata (and an actor that fits it)."""
+    st = load_torch(src)
+    st.update(changes)
+    actor = Actor(st["obs_dim"], st["act_dim"], st["n_obj"], st["hidden"], [-1.0] * st["act_dim"], [1.0] * st["act_dim"])
+    st["act_low"], st["act_high"] = [-1.0] * st["act_dim"], [1.0] * st["act_dim"]
+    st["pref_low"], st["pref_high"] = [0.0] * st["n_obj"], [1.0] * st["n_obj"]
+    st["actor"] = actor.state_dict()
+    save_torch(dest, st)
+    return dest
+
+
+def test_a_listed_policy_of_the_env_is_accepted(folder):
+    path = check_shipped_policy(ENV, folder)
+    assert path == folder / f"{ENV}.pt"
+    assert BehaviorPolicy(path).env_id == ENV
+    assert torch.load(path, weights_only=True)["env_id"] == ENV  # the format a user can load by hand
+
+
+def test_every_mismatch_is_refused_naming_the_file(folder):
+    path = folder / f"{ENV}.pt"
+    with pytest.raises(InputError, match=rf"MO-Hopper-v3: no shipped behavior policy; expected {folder}/MO-Hopper-v3.pt"):
+        check_shipped_policy("MO-Hopper-v3", folder)
+
+    original = path.read_bytes()
+    path.write_bytes(original + b"\0")  # changed after it was listed
+    with pytest.raises(InputError, match=rf"{path}: sha256 \w{{12}} differs from the \w{{12}} listed in .*SHA256SUMS"):
+        check_shipped_policy(ENV, folder)
+    path.write_bytes(original)
+
+    walker = folder / "MO-Walker2d-v2.pt"  # the HalfCheetah policy under Walker2d's name (same sizes)
+    shutil.copy(path, walker)
+    write_sums(folder)
+    with pytest.raises(InputError, match=rf"{walker}: checkpoint is for env '{ENV}', not 'MO-Walker2d-v2'"):
+        check_shipped_policy("MO-Walker2d-v2", folder)
+
+    relabelled(path, path, obs_dim=18)  # a model of another observation size
+    write_sums(folder)
+    with pytest.raises(InputError, match=rf"{path}: the policy takes 18 observations and 2 objectives and gives 6 "
+                                         rf"actions, but {ENV} has 17, 2 and 6"):  # fmt: skip
+        check_shipped_policy(ENV, folder)
+
+    hopper = relabelled(path, folder / "MO-Hopper-v2.pt", env_id="MO-Hopper-v2", obs_dim=11, act_dim=3,
+                        physics_version=1)  # fmt: skip
+    write_sums(folder)
+    with pytest.raises(InputError, match=rf"{hopper}: behavior checkpoint made under physics version 1 of MO-Hopper-v2"):
+        check_shipped_policy("MO-Hopper-v2", folder)
+
+    (folder / "SHA256SUMS").write_text("")
+    with pytest.raises(InputError, match=rf"{path}: not listed in {folder}/SHA256SUMS"):
+        check_shipped_policy(ENV, folder)
+    (folder / "SHA256SUMS").write_text("not a checksum line\n")
+    with pytest.raises(InputError, match=r"SHA256SUMS: line 1 is not '<sha256>  <file name>'"):
+        check_shipped_policy(ENV, folder)
+    (folder / "SHA256SUMS").unlink()
+    with pytest.raises(InputError, match=r"SHA256SUMS: checksum list not found"):
+        check_shipped_policy(ENV, folder)
+
+
+def test_config_key_is_checked_when_the_config_is_validated(config, folder, monkeypatch):
+    """``behavior.shipped`` for all envs or, through an override, for some; a missing file is named
+    with its env and path before any job runs."""
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", folder)
+    config["envs"] = [ENV]
+    config["behavior"]["shipped"] = True
+    validate_config(config, "c.yaml")
+    assert behavior_settings(config, ENV)["shipped"] is True
+
+    config["envs"] = [ENV, "MO-Hopper-v3"]
+    with pytest.raises(ConfigError, match=rf"c.yaml: behavior.shipped: MO-Hopper-v3: no shipped behavior policy; "
+                                          rf"expected {folder}/MO-Hopper-v3.pt"):  # fmt: skip
+        validate_config(config, "c.yaml")
+    config["behavior"]["shipped"] = False
+    config["behavior"]["overrides"] = [{"envs": [ENV], "shipped": True}]
+    validate_config(config, "c.yaml")
+    assert behavior_settings(config, ENV)["shipped"] and not behavior_settings(config, "MO-Hopper-v3")["shipped"]
+    del config["behavior"]["shipped"]  # optional; training one is the default
+    config["behavior"]["overrides"] = []
+    validate_config(config, "c.yaml")
+    assert behavior_settings(config, ENV)["shipped"] is False
