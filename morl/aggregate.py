@@ -38,7 +38,7 @@ from morl.tables import (
     DISPLAY,  # noqa: F401 (re-exported)
     HV,
     MISSING,  # noqa: F401 (re-exported)
-    MODEL_ORDER,
+    MODEL_ORDER,  # noqa: F401 (re-exported)
     SP,
     cell_stats,
     comparison_long,
@@ -46,6 +46,7 @@ from morl.tables import (
     html_document,
     metric_long,
     metric_table,
+    model_order,
     ordered_models,
     sort_datasets,
     to_html,
@@ -295,7 +296,7 @@ def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, 
     out: dict[str, Path] = {}
     for env, quality, entropy in datasets:
         cell = runs.get((env, quality, entropy), {})
-        cell = {m: cell[m] for m in MODEL_ORDER if m in cell and m in models}
+        cell = {m: cell[m] for m in model_order(cell) if m in models}
         objectives = get_spec(env).objectives if env in ENV_SPECS else None
         name, stem = f"{env}/{quality}-{entropy}", f"{env}_{quality}-{entropy}"
         label = f"{env}, {quality} data, {entropy} preference entropy"

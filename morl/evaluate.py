@@ -27,6 +27,7 @@ metadata, the summary metrics, the regression coefficients and where the policy 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -240,6 +241,25 @@ def evaluate_sequential(
     return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=True)
 
 
+#: Torch threads of every evaluation, whoever calls it (the evaluate rule, `morl evaluate`, a
+#: notebook). float32 results depend on torch's thread count, so a fixed count is what lets the
+#: rule and the command give the same numbers; the physics' worker count does not change them.
+EVALUATION_TORCH_THREADS = 1
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` torch threads, then restore the caller's count."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential, workers=1):
     spec = get_spec(env_id)
     prefs = simplex_grid(spec.n_obj, divisions or default_divisions(spec.n_obj))
@@ -253,11 +273,12 @@ def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, des
     else:
         bar = Progress(episodes * spec.max_episode_steps, desc, unit="batch-step", enabled=progress)
         run = functools.partial(rollout, workers=workers)
-    for e in range(episodes):
-        ret, lens = run(env_id, agent, prefs, targets, seeds[e], progress=bar)
-        total_ret += ret
-        total_len += lens
-        bar.advance_to((e + 1) * (bar.total // episodes))
+    with torch_threads(EVALUATION_TORCH_THREADS):
+        for e in range(episodes):
+            ret, lens = run(env_id, agent, prefs, targets, seeds[e], progress=bar)
+            total_ret += ret
+            total_len += lens
+            bar.advance_to((e + 1) * (bar.total // episodes))
     bar.close()
     returns = total_ret / episodes
     return {

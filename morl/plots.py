@@ -24,7 +24,7 @@ import polars as pl
 
 from morl.data import atomic_write
 from morl.metrics import pareto_front
-from morl.tables import DISPLAY, MODEL_ORDER
+from morl.tables import DISPLAY, model_order
 
 # One color per column of the tables, the same in every figure.
 COLORS = {"B": "black", "dt-p": "tab:blue", "rvs-p": "tab:orange", "bc-p": "tab:green", "dt": "tab:cyan",
@@ -168,7 +168,8 @@ def hv_bars_figure(title: str, stats: pl.DataFrame, unit_label: str):
     plt = _pyplot()
     qualities = [q for q in QUALITIES if q in set(stats["quality"].to_list())]
     entropies = [h for h in ENTROPY_LEVELS if h in set(stats["entropy"].to_list())]
-    columns = [m for m in ("B", *MODEL_ORDER) if m in set(stats["model"].to_list())]
+    present = set(stats["model"].to_list())
+    columns = ["B", *model_order(present - {"B"})] if "B" in present else model_order(present)
     cell = {(r["quality"], r["entropy"], r["model"]): r for r in stats.iter_rows(named=True)}
     panel_width = 1.0 + 0.32 * len(columns) * len(entropies)
     fig, axes = plt.subplots(1, len(qualities), figsize=(2.2 + panel_width * len(qualities), 4.0), squeeze=False,
@@ -203,7 +204,7 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
     Legend: one entry per model."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.4, 4.2))
-    for m in [m for m in MODEL_ORDER if m in curves] + [m for m in curves if m not in MODEL_ORDER]:
+    for m in model_order(curves):
         runs = [c.select(pl.col("step").cast(pl.Int64), pl.col("loss").cast(pl.Float64)) for c in curves[m] if len(c)]
         if not runs:
             continue

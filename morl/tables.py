@@ -34,6 +34,17 @@ from morl.preferences import ENTROPY_LEVELS
 #: Column order of the paper's tables (B comes first).
 MODEL_ORDER = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
 DISPLAY = {"B": "B", **DISPLAY_NAMES}
+
+
+def model_order(models: Iterable[str]) -> list[str]:
+    """``models`` in the paper's column order, then any model that order does not list, by name:
+    a model that was evaluated always gets a column."""
+    present = set(models)
+    return [m for m in MODEL_ORDER if m in present] + sorted(present - set(MODEL_ORDER))
+
+
+def display_name(model: str) -> str:
+    return DISPLAY.get(model, model)
 MISSING = "—"
 PARTIAL_MARK = "†"
 DIGITS = 2
@@ -106,7 +117,7 @@ def sort_datasets(datasets: Iterable[Dataset]) -> list[Dataset]:
 def ordered_models(models: Iterable[str] | None, metrics: pl.DataFrame) -> list[str]:
     """Models in the paper's column order: those asked for, else those evaluated, else all six."""
     chosen = set(models) if models is not None else set(metrics["model"].to_list())
-    return [m for m in MODEL_ORDER if m in chosen] or list(MODEL_ORDER)
+    return model_order(chosen) or list(MODEL_ORDER)
 
 
 # Characters LaTeX treats specially, and the non-ASCII ones our tables use.
@@ -204,7 +215,7 @@ def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Seque
     models = ordered_models(models, metrics)
     datasets = list(datasets)
     stats = cell_stats(metric_long(metrics, baselines, datasets, metric, models))
-    header = [Cell("env"), Cell("dataset"), Cell("unit"), *[Cell(DISPLAY[m]) for m in ["B", *models]]]
+    header = [Cell("env"), Cell("dataset"), Cell("unit"), *[Cell(display_name(m)) for m in ["B", *models]]]
     rows, any_missing, any_partial = [], False, False
     for env, quality, entropy in datasets:
         unit = metric.units.get(env, 1.0)
@@ -283,9 +294,9 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
 def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]) -> Table:
     """Wide form of :func:`comparison_long`: one cell "ours / paper" per model, and how well the
     orderings of the models agree (Kendall's tau over the models both sides have)."""
-    models = [m for m in MODEL_ORDER if m in set(models)]
+    models = model_order(models)
     header = [Cell("env"), Cell("dataset"), Cell("B HV ours (unit)"),
-              *[Cell(f"{DISPLAY[m]} ours / paper") for m in models],
+              *[Cell(f"{display_name(m)} ours / paper") for m in models],
               Cell("rank agreement τ", "rank agreement $\\tau$")]  # fmt: skip
     by_key = {(r["env"], r["quality"], r["entropy"], r["model"]): r for r in long.iter_rows(named=True)}
     rows, any_missing, any_unpublished = [], False, False

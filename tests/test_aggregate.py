@@ -367,3 +367,19 @@ def test_evaluations_that_do_not_belong_together_are_refused(case, tmp_path):
     with pytest.raises(ValueError) as info:
         aggregate(evals, fronts, tmp_path / "tables", plots=False)
     assert str(info.value) == message
+
+
+def test_a_model_outside_the_paper_s_six_is_not_dropped(synthetic):
+    """An evaluation of a model the paper's column order does not list (here named 'my-agent') gets a
+    column after the six, in the tables, the paper comparison and the plots, never silently left out."""
+    extra = fake_eval(synthetic["dir"] / "evals" / "mine0.parquet", "expert", "high", "my-agent", 0,
+                      [[1200, 1200], [1200, 1200]])  # fmt: skip
+    synthetic["evals"].append(extra)
+    run_aggregate(synthetic, models=None)
+    hv = (synthetic["dir"] / "tables" / "hv.md").read_text()
+    header = next(line for line in hv.splitlines() if line.startswith("| env"))
+    assert header.split("|")[-2].strip() == "my-agent" and "MODT(P)" in header and "BC" in header
+    row = next(line for line in hv.splitlines() if "expert high-H" in line)
+    assert row.split("|")[-2].strip() == "1.44"  # 1200 * 1200 / 1e6
+    comparison = (synthetic["dir"] / "tables" / "paper_comparison.md").read_text()
+    assert "my-agent ours / paper" in comparison

@@ -304,3 +304,25 @@ def test_checkpoint_and_dataset_that_do_not_belong_together_are_refused(case, ch
         evaluate_checkpoint(ckpt, dataset, tmp_path / "e.parquet", DIVISIONS, progress=False)
     assert str(info.value).startswith(f"{ckpt} and {dataset} do not belong together: {difference}")
     assert not (tmp_path / "e.parquet").exists()
+
+
+def test_the_policy_runs_on_one_torch_thread_whoever_calls(cheetah_checkpoints, tiny_dataset, tmp_path, monkeypatch):
+    """`morl evaluate`, the evaluate rule and a notebook give the same numbers: the evaluation sets
+    torch's thread count itself (float32 results depend on it) and gives the caller's back."""
+    import morl.evaluate as evaluate_module
+
+    seen = []
+    real = evaluate_module.rollout
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "rollout", recording)
+    torch.set_num_threads(2)
+    try:
+        evaluate_checkpoint(cheetah_checkpoints["dt-p"], tiny_dataset, tmp_path / "e.parquet", DIVISIONS,
+                            progress=False)  # fmt: skip
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)

@@ -1,6 +1,4 @@
 """Rule `evaluate`: one trained model on the preference grid."""
-import torch
-
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 from morl.errors import run_stage
 from morl.evaluate import evaluate_checkpoint
@@ -9,9 +7,8 @@ from morl.progress import log_to
 
 def main(sm) -> None:
     s = sm.params.settings
-    # Physics on `threads` cores; one torch thread (float32 results depend on the torch thread
-    # count, not on the number of workers).
-    torch.set_num_threads(1)
+    # Physics on `threads` cores; the policy on one torch thread, which evaluate_checkpoint sets
+    # itself (morl.evaluate.EVALUATION_TORCH_THREADS), as for `morl evaluate`.
     with log_to(sm.log[0]):
         evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
                             s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary,
