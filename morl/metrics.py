@@ -11,7 +11,11 @@ protocol of ``docs/protocol.md``), this module computes:
 * :func:`sparsity` (SP) - the mean squared gap between neighbouring front points, per objective,
   on the points PEDA keeps (:func:`peda_front`);
 * :func:`return_deviation` (RD) - how far the achieved return ratios are from the preferences;
-* :func:`expected_utility` (EU) - the mean scalarised return ``w . R``.
+* :func:`expected_utility` (EU) - the mean scalarised return ``w . R``;
+* :func:`eum` (EUM) - the expected utility metric of morl-baselines: for each weight of a fixed,
+  evenly spread set, the best scalarised return over the points, averaged over the weights;
+* :func:`igd` (IGD) - the inverted generational distance to a reference front;
+* :func:`cardinality` - the number of distinct non-dominated points.
 
 Points are rows of an ``(N, n_obj)`` array; computations are in float64.
 """
@@ -19,6 +23,7 @@ Points are rows of an ``(N, n_obj)`` array; computations are in float64.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,10 +34,20 @@ __all__ = [
     "sparsity",
     "return_deviation",
     "expected_utility",
+    "eum",
+    "igd",
+    "cardinality",
 ]
 
 # pareto_front for >= 3 objectives compares this many candidate points at a time.
 _FRONT_CHUNK = 256
+
+# igd and eum work in blocks of about this many float64 values (32 MiB), however many points
+# there are.
+_IGD_BLOCK = 1 << 22
+
+# The seed morl-baselines passes when it builds its evaluation weights.
+_EUM_WEIGHTS_SEED = 42
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,3 +351,167 @@ def expected_utility(preferences, returns) -> float:
     """
     w, r = _as_paired(preferences, returns)
     return float(np.mean(np.sum(w * r, axis=1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Expected utility metric, inverted generational distance, cardinality
+# ---------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=32)
+def _eum_weights(n_obj: int, n_weights: int) -> np.ndarray:
+    """The ``(n_weights, n_obj)`` weight set of :func:`eum` (read-only, cached).
+
+    Built exactly as morl-baselines' ``equally_spaced_weights(n_obj, n_weights)`` builds it:
+    pymoo's Riesz s-energy reference directions, ``get_reference_directions("energy", n_obj,
+    n_weights, seed=42)``, with no further scaling or normalisation. Every row is non-negative
+    and sums to 1.
+
+    pymoo versions before 0.6.2 apply ``seed`` by re-seeding numpy's global random generator;
+    that generator's state is saved and restored around the call so that computing a metric does
+    not change the random numbers the rest of the program draws. (pymoo 0.6.2 ignores ``seed``
+    and draws from its own fixed-seed generator, so the set can differ slightly between pymoo
+    versions, exactly as it does in morl-baselines.)
+    """
+    from pymoo.util.ref_dirs import get_reference_directions
+
+    state = np.random.get_state()
+    try:
+        w = get_reference_directions("energy", n_obj, n_weights, seed=_EUM_WEIGHTS_SEED)
+    finally:
+        np.random.set_state(state)
+    w = np.array(w, dtype=np.float64)
+    w.setflags(write=False)
+    return w
+
+
+def eum(points, n_weights: int = 100) -> float:
+    """Expected Utility Metric (EUM) of a set of return vectors (higher is better).
+
+    The definition of morl-baselines (``expected_utility`` in its performance indicators, fed
+    with the weights of ``equally_spaced_weights``; after Zintgraf et al., 2015, "Quality
+    Assessment of MORL Algorithms: A Utility-Based Approach"). With ``W`` a fixed set of
+    ``n_weights`` linear preferences spread evenly over the simplex (pymoo's Riesz s-energy
+    reference directions, ``get_reference_directions("energy", n_obj, n_weights, seed=42)``)::
+
+        EUM = mean_{w in W} max_i  w . R_i
+
+    That is, for each preference the best scalarised return any point offers, averaged over the
+    preferences. Unlike :func:`expected_utility`, which scores each point only under the
+    preference it was produced for, a point here counts for every preference it is best at.
+    Dominated and duplicated points never change the result (the weights are non-negative), so
+    the value equals morl-baselines' EUM of the Pareto-filtered set.
+
+    Parameters
+    ----------
+    points : array_like, shape (N, n_obj)
+        Return vectors, one per row; at least one row and at least 2 objectives, all finite.
+    n_weights : int, default 100
+        Size of the weight set; at least ``n_obj`` (the smallest set pymoo builds, which is then
+        exactly the corners of the simplex).
+
+    Returns
+    -------
+    float
+        The expected utility metric.
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a non-empty 2-D array with at least 2 objectives, contains NaN or
+        inf, or ``n_weights`` is not an integer of at least ``n_obj``.
+    """
+    p = _as_points(points)
+    if p.shape[0] == 0:
+        raise ValueError("points must be non-empty")
+    n_obj = p.shape[1]
+    if n_obj < 2:
+        raise ValueError(f"points must have at least 2 objectives, got {n_obj}")
+    if isinstance(n_weights, (bool, np.bool_)) or not isinstance(n_weights, (int, np.integer)):
+        raise ValueError(f"n_weights must be an integer, got {n_weights!r}")
+    if n_weights < n_obj:
+        raise ValueError(
+            f"n_weights must be at least the number of objectives ({n_obj}), got {n_weights}"
+        )
+    w = _eum_weights(int(n_obj), int(n_weights))
+    rows = max(1, _IGD_BLOCK // w.shape[0])
+    best = np.full(w.shape[0], -np.inf)
+    for start in range(0, p.shape[0], rows):
+        best = np.maximum(best, np.max(w @ p[start : start + rows].T, axis=1))
+    return float(np.mean(best))
+
+
+def igd(points, reference_front) -> float:
+    """Inverted Generational Distance (IGD) of ``points`` to ``reference_front`` (lower is
+    better).
+
+    For each point of the reference front (typically the true or best known Pareto front), the
+    Euclidean distance to the nearest row of ``points``; then the mean over the reference
+    front::
+
+        IGD = mean_{z in Z} min_i || z - R_i ||_2
+
+    This is pymoo's ``IGD`` with no normalisation, which morl-baselines' ``igd`` uses. All of
+    ``points`` are considered: morl-baselines passes only the non-dominated points, so apply
+    :func:`pareto_front` first to match it (a dominated point can be nearer to a reference point
+    than any front point). 0 when every reference point is among ``points``.
+
+    Parameters
+    ----------
+    points : array_like, shape (N, n_obj)
+        The approximation being scored; at least one row, all finite.
+    reference_front : array_like, shape (M, n_obj)
+        The reference points; at least one row, all finite, same number of objectives.
+
+    Returns
+    -------
+    float
+        The inverted generational distance.
+
+    Raises
+    ------
+    ValueError
+        If either input is not a non-empty 2-D array, contains NaN or inf, or the two have
+        different numbers of objectives.
+    """
+    p = _as_points(points)
+    if p.shape[0] == 0:
+        raise ValueError("points must be non-empty")
+    z = _as_points(reference_front, "reference_front")
+    if z.shape[0] == 0:
+        raise ValueError("reference_front must be non-empty")
+    if z.shape[1] != p.shape[1]:
+        raise ValueError(
+            f"reference_front has {z.shape[1]} objectives but points have {p.shape[1]}"
+        )
+    rows = max(1, _IGD_BLOCK // p.size)
+    total = 0.0
+    for start in range(0, z.shape[0], rows):
+        diff = z[start : start + rows, None, :] - p[None, :, :]
+        total += float(np.sum(np.sqrt(np.min(np.sum(diff * diff, axis=2), axis=1))))
+    return total / z.shape[0]
+
+
+def cardinality(points) -> int:
+    """Number of distinct non-dominated rows of ``points`` (maximisation; higher is better).
+
+    The size of :func:`pareto_front`: dominated points do not count and duplicated rows count
+    once. This matches morl-baselines' ``cardinality``, which it applies to the Pareto-filtered,
+    duplicate-free front. An empty input gives 0.
+
+    Parameters
+    ----------
+    points : array_like, shape (N, n_obj)
+        Return vectors, one per row, all finite.
+
+    Returns
+    -------
+    int
+        The number of distinct non-dominated points.
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a 2-D array or contains NaN or inf.
+    """
+    return int(pareto_front(points).shape[0])
