@@ -1,6 +1,6 @@
 # Quick start:  make demo   (install, run the default experiment, print the table)
 #               make test   (install test extras, run the test suite)
-#               make lint   (snakemake --lint on every config, snakefmt --check on the Snakemake files)
+#               make lint   (snakemake --lint on every config, snakefmt and ruff on the code)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -49,6 +49,8 @@ lint: install-test
 		$(BIN)/snakemake --lint --configfile $$c || exit 1; \
 	done
 	$(BIN)/snakefmt --check .
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # Any config: `make run CONFIG=configs/hopper.yaml`. The config is validated first: Snakemake's own
 # reading of a --configfile reports a YAML syntax error without its line and column.

@@ -42,8 +42,10 @@ def quality_row(path: str, divisions, seed: int, workers: int) -> str:
     front = len(pareto_front(returns))
     steps = policy.meta.get("steps")
     steps = f"{steps // 1000}k" if isinstance(steps, int) else "?"
-    return (f"| {policy.env_id} | {steps} | {b:.3g} | {published:.3g} | {share} | {front} of {len(returns)} "
-            f"| {np.mean(res['lengths']):.0f} | {seconds:.0f} s |")
+    return (
+        f"| {policy.env_id} | {steps} | {b:.3g} | {published:.3g} | {share} | {front} of {len(returns)} "
+        f"| {np.mean(res['lengths']):.0f} | {seconds:.0f} s |"
+    )
 
 
 def main() -> None:

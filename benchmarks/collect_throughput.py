@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 
 import mujoco
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -86,19 +85,25 @@ def main() -> None:
         size = (tmp / "data.parquet").stat().st_size
 
     per_traj = elapsed / args.trajectories
-    print(f"# collection throughput, {datetime.date.today()}, {cpu_name()}, {os.cpu_count()} cores, "
-          f"mujoco {mujoco.__version__}, torch {torch.__version__} (1 thread), best of {args.repeats}")
+    print(
+        f"# collection throughput, {datetime.date.today()}, {cpu_name()}, {os.cpu_count()} cores, "
+        f"mujoco {mujoco.__version__}, torch {torch.__version__} (1 thread), best of {args.repeats}"
+    )
     print()
-    print(f"| what | env-steps/s | ratio to floor |")
+    print("| what | env-steps/s | ratio to floor |")
     print("|---|---:|---:|")
     which = f"policy {args.policy}" if args.policy else "a barely trained policy"
-    print(f"| collect_dataset, {ENV} amateur/high, {which}, {args.trajectories} trajectories ({steps:,} steps), "
-          f"{args.batch} slots, {args.workers} workers | {best_collect:,.0f} | {best_collect / best_floor:.0%} |")
+    print(
+        f"| collect_dataset, {ENV} amateur/high, {which}, {args.trajectories} trajectories ({steps:,} steps), "
+        f"{args.batch} slots, {args.workers} workers | {best_collect:,.0f} | {best_collect / best_floor:.0%} |"
+    )
     print(f"| floor: mujoco.rollout, {args.workers} threads | {best_floor:,.0f} | 100% |")
     print()
     print(f"- {args.trajectories} trajectories took {elapsed:.1f} s ({size / 2**20:.1f} MiB of Parquet).")
-    print(f"- one 50,000-trajectory dataset at this rate: {50000 * per_traj / 60:.1f} min"
-          + (" (measured)" if args.trajectories == 50000 else f" (extrapolated from {args.trajectories})"))
+    print(
+        f"- one 50,000-trajectory dataset at this rate: {50000 * per_traj / 60:.1f} min"
+        + (" (measured)" if args.trajectories == 50000 else f" (extrapolated from {args.trajectories})")
+    )
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -78,7 +78,9 @@ def main(argv=None) -> int:
     p.add_argument("--behavior-steps", type=int, default=3000, help="behavior policy environment steps")
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "morl-cpu-capability")
     args = p.parse_args(argv)
-    print("| kernels | run | torch capability | behavior policy sha256 | dataset sha256 | MODT(P) sha256 | last curve row |")
+    print(
+        "| kernels | run | torch capability | behavior policy sha256 | dataset sha256 | MODT(P) sha256 | last curve row |"
+    )
     print("|---|---:|---|---|---|---|---|")
     for name, extra in SETTINGS.items():
         for i in (1, 2):

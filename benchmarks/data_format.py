@@ -214,8 +214,10 @@ def main(argv=None) -> int:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         print()
-        print("| format | trajectories | steps | file (MB) | bytes/step | load (s) | final arrays (MB) | "
-              "peak growth (MB) | peak / final |")
+        print(
+            "| format | trajectories | steps | file (MB) | bytes/step | load (s) | final arrays (MB) | "
+            "peak growth (MB) | peak / final |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['format']} | {r['trajectories']:,} | {r['steps']:,} | {r['file_bytes'] / 1e6:,.0f} | "

@@ -23,7 +23,11 @@ from morl.tables import DISPLAY, MODEL_ORDER
 def fractions(tables: Path) -> pl.DataFrame:
     """Per (env, quality, entropy, model): mean and population std over seeds of HV / B."""
     runs = pl.read_csv(tables / "metrics.csv")
-    b = pl.read_csv(tables / "baselines.csv").filter(pl.col("policy") == "behavior").select("env", pl.col("hv").alias("b"))
+    b = (
+        pl.read_csv(tables / "baselines.csv")
+        .filter(pl.col("policy") == "behavior")
+        .select("env", pl.col("hv").alias("b"))
+    )
     return (
         runs.join(b, on="env")
         .with_columns((pl.col("hv") / pl.col("b")).alias("f"))

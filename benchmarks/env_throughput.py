@@ -108,11 +108,15 @@ def main() -> None:
     args = ap.parse_args()
     W = args.workers
 
-    print(f"# env throughput, {datetime.date.today()}, {cpu_name()}, {os.cpu_count()} cores, "
-          f"mujoco {mujoco.__version__}, B = {args.batch}, {args.steps} steps per slot, best of {args.repeats}")
+    print(
+        f"# env throughput, {datetime.date.today()}, {cpu_name()}, {os.cpu_count()} cores, "
+        f"mujoco {mujoco.__version__}, B = {args.batch}, {args.steps} steps per slot, best of {args.repeats}"
+    )
     print()
-    print(f"| task | single env | batched, 1 worker | batched, {W} workers | floor, 1 thread | "
-          f"floor, {W} threads | batched / floor (1) | batched / floor ({W}) | start-up |")
+    print(
+        f"| task | single env | batched, 1 worker | batched, {W} workers | floor, 1 thread | "
+        f"floor, {W} threads | batched / floor (1) | batched / floor ({W}) | start-up |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for env_id in args.envs.split(","):
         spec = get_spec(env_id)
@@ -134,9 +138,12 @@ def main() -> None:
         finally:
             env_n.close()
             env_1.close()
-        print(f"| {env_id} | {best['single']:,.0f} | {best['b1']:,.0f} | {best['bn']:,.0f} | {best['f1']:,.0f} | "
-              f"{best['fn']:,.0f} | {best['b1'] / best['f1']:.0%} | {best['bn'] / best['fn']:.0%} | "
-              f"{startup:.1f} s |", flush=True)
+        print(
+            f"| {env_id} | {best['single']:,.0f} | {best['b1']:,.0f} | {best['bn']:,.0f} | {best['f1']:,.0f} | "
+            f"{best['fn']:,.0f} | {best['b1'] / best['f1']:.0%} | {best['bn'] / best['fn']:.0%} | "
+            f"{startup:.1f} s |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

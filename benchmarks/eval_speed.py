@@ -176,8 +176,9 @@ def _timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def bench_model(name: str, env_id: str, divisions: int, points: int | None, horizon: int | None, seed: int,
-                repeats: int = 1) -> dict:
+def bench_model(
+    name: str, env_id: str, divisions: int, points: int | None, horizon: int | None, seed: int, repeats: int = 1
+) -> dict:
     spec = get_spec(env_id)
     agent = make_agent(name, env_id)  # sees the real episode cap T
     env_id = truncated_task(env_id, horizon)  # the task whose episodes are timed
@@ -298,12 +299,19 @@ def main(argv=None) -> int:
               f"| {r['batched_s']:.1f}{star} | {r['ref_s'] / r['batched_s']:.2f}x "
               f"| {r['floor_s']:.1f}{star} = {r['mujoco_s']:.1f} + {r['forward_s']:.1f} | {r['batched_s'] / r['floor_s']:.2f}x "
               f"| {r['flops'] / 1e12:.2f}{star} | {gflops:.1f} | {gflops * 1e9 / rate:.0%} |")  # fmt: skip
-    print("\n\\* extrapolated linearly per env step from the timed part to the full grid's env steps "
-          "(episodes still running at a cut are counted as running to step 500).")
-    print("batched and floor: fastest of " + ", ".join(f"{r['repeats']} ({r['model']})" for r in rows)
-          + " interleaved runs; reference: one run.")
-    print("floor: bare mj_step(nstep=frame_skip) over the batched run's env steps (its actions replayed from "
-          "the same initial states) + the same batched forward passes alone; timed separately and added.")
+    print(
+        "\n\\* extrapolated linearly per env step from the timed part to the full grid's env steps "
+        "(episodes still running at a cut are counted as running to step 500)."
+    )
+    print(
+        "batched and floor: fastest of "
+        + ", ".join(f"{r['repeats']} ({r['model']})" for r in rows)
+        + " interleaved runs; reference: one run."
+    )
+    print(
+        "floor: bare mj_step(nstep=frame_skip) over the batched run's env steps (its actions replayed from "
+        "the same initial states) + the same batched forward passes alone; timed separately and added."
+    )
     return 0
 
 

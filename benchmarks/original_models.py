@@ -137,7 +137,9 @@ def main(argv=None) -> int:
         actions = open_loop_actions(spec, args.seed)
         ours, n_ours = open_loop_return(spec, ours_model, actions)
         theirs, n_theirs = open_loop_return(spec, theirs_model, actions)
-        rows.append(f"| {env_id} | {np.round(ours, 1).tolist()} ({n_ours}) | {np.round(theirs, 1).tolist()} ({n_theirs}) |")
+        rows.append(
+            f"| {env_id} | {np.round(ours, 1).tolist()} ({n_ours}) | {np.round(theirs, 1).tolist()} ({n_theirs}) |"
+        )
     print("\n| env | ours: return vector (length) | original file: return vector (length) |")
     print("|---|---|---|")
     print("\n".join(rows))

@@ -47,8 +47,10 @@ def main() -> None:
     args = ap.parse_args()
     print(f"mujoco {mujoco.__version__}; open-loop uniform actions, 500 steps, no reset noise")
     print()
-    print(f"| env | seed 0, off (ours) | seed 0, on | mean return over seeds 1-{args.episodes}, off (ours) "
-          "| mean return, on | identical episodes | steps/s off / on |")
+    print(
+        f"| env | seed 0, off (ours) | seed 0, on | mean return over seeds 1-{args.episodes}, off (ours) "
+        "| mean return, on | identical episodes | steps/s off / on |"
+    )
     print("|---|---|---|---|---|---:|---:|")
     for env_id, spec in ENV_SPECS.items():
         off = load_model(spec)
@@ -63,7 +65,10 @@ def main() -> None:
             r_off, n_off = open_loop_return(spec, off, actions)
             r_on, n_on = open_loop_return(spec, on, actions)
             if seed == 0:
-                rows = {"off": f"{np.round(r_off, 1).tolist()} ({n_off})", "on": f"{np.round(r_on, 1).tolist()} ({n_on})"}
+                rows = {
+                    "off": f"{np.round(r_off, 1).tolist()} ({n_off})",
+                    "on": f"{np.round(r_on, 1).tolist()} ({n_on})",
+                }
             else:
                 returns["off"].append(r_off)
                 returns["on"].append(r_on)
@@ -78,8 +83,11 @@ def main() -> None:
         for _ in range(args.repeats):
             for key, model in (("off", off), ("on", on)):
                 speed[key] = max(speed[key], time_floor(model, env_id, floor_actions, 1))
-        print(f"| {env_id} | {rows['off']} | {rows['on']} | {mean['off']} | {mean['on']} | "
-              f"{same}/{args.episodes} | {speed['off'] / speed['on']:.2f} |", flush=True)
+        print(
+            f"| {env_id} | {rows['off']} | {rows['on']} | {mean['off']} | {mean['on']} | "
+            f"{same}/{args.episodes} | {speed['off'] / speed['on']:.2f} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

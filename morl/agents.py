@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_device, resolve_hp
 from morl.errors import InputError
+from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_device, resolve_hp
 from morl.torch_io import TorchFileError, load_torch
 
 CHECKPOINT_FORMAT = "morl-peda-agent"
@@ -313,6 +313,17 @@ def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu", definiti
         device=dev,
         source=str(checkpoint_path),
         seed=ckpt.get("seed"),
-        training={**{k: ckpt[k] for k in (*TRAINING_DEFINITIONS, "reference_dataset", "reference_dataset_sha256",
-                                          "dataset_path", "dataset_sha256")}, "env_id": ckpt.get("env_id")},
+        training={
+            **{
+                k: ckpt[k]
+                for k in (
+                    *TRAINING_DEFINITIONS,
+                    "reference_dataset",
+                    "reference_dataset_sha256",
+                    "dataset_path",
+                    "dataset_sha256",
+                )
+            },
+            "env_id": ckpt.get("env_id"),
+        },
     )

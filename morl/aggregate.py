@@ -23,14 +23,14 @@ that disagree on what they are (:func:`check_evaluations`), are refused before a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import polars as pl
 
-from morl.errors import InputError
 from morl.data import DataFileError, FileMismatchError, atomic_write, short_hash
 from morl.envs import ENV_SPECS, get_spec
+from morl.errors import InputError
 from morl.evaluate import read_evaluation, summarize
 from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
 from morl.progress import log
@@ -262,10 +262,20 @@ def aggregate(
     written = write_plots(out_dir / "plots", metrics, baselines, datasets, models, curves or {}, behavior_evals) \
         if plots else {}  # fmt: skip
     out.update(written)
-    figures = [(f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over "
-                "seeds.", p) for k, p in written.items() if k.startswith("hv:")]
-    figures += [(f"Pareto front, {k.split(':', 1)[1]}: every model's achieved returns (faint), its non-dominated "
-                 "points (outlined) and B's front (black).", p) for k, p in written.items() if k.startswith("plot:")]
+    figures = [
+        (f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over seeds.", p)
+        for k, p in written.items()
+        if k.startswith("hv:")
+    ]
+    figures += [
+        (
+            f"Pareto front, {k.split(':', 1)[1]}: every model's achieved returns (faint), its non-dominated "
+            "points (outlined) and B's front (black).",
+            p,
+        )
+        for k, p in written.items()
+        if k.startswith("plot:")
+    ]
     page = html_document([to_html(t, table_id=f"table-{name}") for name, t in tables.items()], figures,
                          title="Results: tables and figures")  # fmt: skip
     out["summary"] = _write_text(out_dir / "summary.html", page)
@@ -324,4 +334,3 @@ def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, 
         fig = hv_bars_figure(f"HV by dataset: {env}", frame, unit_label(HV_UNITS.get(env, 1.0)))
         out[f"hv:{env}"], _ = save_figure(fig, plot_dir / "hv" / env)
     return out
-

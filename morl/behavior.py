@@ -42,9 +42,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from morl.errors import InputError
 from morl import __version__
 from morl.envs import check_physics_version, get_spec, make_env, physics_version
+from morl.errors import InputError
 from morl.metrics import hypervolume
 from morl.models import resolve_device
 from morl.preferences import simplex_grid
@@ -159,15 +159,14 @@ class TD3Settings:
     seed: int
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "TD3Settings":
+    def from_config(cls, cfg: dict[str, Any]) -> TD3Settings:
         return cls(**{k: cfg[k] for k in cls.__dataclass_fields__})
 
 
 class PreferenceTD3:
     """The learner: networks, optimisers and one gradient update."""
 
-    def __init__(self, obs_dim, act_dim, n_obj, act_low, act_high, s: TD3Settings,
-                 device: torch.device | str = "cpu"):
+    def __init__(self, obs_dim, act_dim, n_obj, act_low, act_high, s: TD3Settings, device: torch.device | str = "cpu"):
         self.s = s
         self.n_obj = n_obj
         self.device = torch.device(device)

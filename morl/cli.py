@@ -45,8 +45,7 @@ def cmd_behavior(args) -> int:
     from morl.config import behavior_settings, load_config
 
     settings = behavior_settings(load_config(args.config), args.env)
-    summary = train_behavior(args.env, settings, args.output, threads=args.threads,
-                             device=args.device)
+    summary = train_behavior(args.env, settings, args.output, threads=args.threads, device=args.device)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -55,8 +54,9 @@ def cmd_behavior_front(args) -> int:
     from morl.evaluate import evaluate_behavior
 
     s = _config_section(args, "evaluate")
-    summaries = evaluate_behavior(args.policy, args.output, s["divisions"], s["episodes"], s["seed"],
-                                  workers=args.workers)
+    summaries = evaluate_behavior(
+        args.policy, args.output, s["divisions"], s["episodes"], s["seed"], workers=args.workers
+    )
     print(json.dumps(summaries, indent=2))
     return 0
 
@@ -92,8 +92,16 @@ def cmd_train(args) -> int:
     config = load_config(args.config)
     env_id = read_meta(args.dataset)["env_id"]
     hp = train_settings(config, env_id, args.model)
-    summary = train(args.dataset, args.model, args.seed, hp, args.output, curve_path=args.curve, device=args.device,
-                    reference_dataset=args.reference_dataset)
+    summary = train(
+        args.dataset,
+        args.model,
+        args.seed,
+        hp,
+        args.output,
+        curve_path=args.curve,
+        device=args.device,
+        reference_dataset=args.reference_dataset,
+    )
     print(json.dumps(summary, indent=2, default=str))
     return 0
 
@@ -211,7 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
     sp.add_argument("--policy", required=True)
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
+    sp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
+    )
 
     sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
     sp.add_argument("--policy", required=True)
@@ -220,7 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--n-trajectories", type=_count, default=None, help="override the config's count")
     sp.add_argument("--seed", type=_seed, default=None, help="override the config's seed")
-    sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
+    sp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
+    )
 
     sp = add("dataset-info", cmd_dataset_info, "describe a dataset file: sizes, returns, preference spread, HV")
     sp.add_argument("file", help="a dataset Parquet file")
@@ -245,7 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset the model was "
                     "trained with (for the target-return regression under train.statistics_from: "
                     "expert-high)")  # fmt: skip
-    sp.add_argument("--workers", type=int, default=1, help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)")
+    sp.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
+    )
 
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")

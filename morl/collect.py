@@ -18,16 +18,15 @@ same seed and behavior checkpoint give the same file, whatever the number of wor
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from morl.errors import InputError
 from morl import __version__
 from morl.behavior import BehaviorPolicy
 from morl.data import Dataset, file_sha256, write_dataset
 from morl.envs import get_spec, physics_version
+from morl.errors import InputError
 from morl.preferences import ENTROPY_LEVELS, sample_preferences
 from morl.progress import Progress, log
 from morl.vector import BatchedEnv
@@ -143,8 +142,14 @@ def collect_dataset(
         "morl_version": __version__,
     }
     ds = Dataset.from_arrays(
-        fields.pop("obs"), fields.pop("act"), fields.pop("rew"), prefs, lengths,
-        next_observations=fields.pop("next_obs"), terminals=fields.pop("term"), timeouts=fields.pop("tout"),
+        fields.pop("obs"),
+        fields.pop("act"),
+        fields.pop("rew"),
+        prefs,
+        lengths,
+        next_observations=fields.pop("next_obs"),
+        terminals=fields.pop("term"),
+        timeouts=fields.pop("tout"),
         meta=meta,
     )
     write_dataset(output, ds)

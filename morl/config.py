@@ -93,7 +93,9 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: the config must be a mapping of keys to values, got {type(config).__name__}")
     validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    errors = sorted(
+        validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
+    )
     if errors:
         lines = [_describe(e) for e in errors[:10]]
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines))
@@ -141,7 +143,8 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     missing = [
         f"{env_id} expert-high"
         for env_id in config["envs"]
-        if not in_grid and (env_id, "expert", "high") not in imported_datasets(config)
+        if not in_grid
+        and (env_id, "expert", "high") not in imported_datasets(config)
         and any(reference_cell(config, env_id, m) for m in config["models"])
     ]
     if missing:

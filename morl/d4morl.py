@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from morl.errors import InputError
 from morl import __version__
 from morl.data import PREFERENCE_SUM_TOLERANCE, DataFileError, Dataset, file_sha256, write_dataset
 from morl.envs import physics_version
+from morl.errors import InputError
 
 REQUIRED_FIELDS = ("observations", "actions", "next_observations", "raw_rewards", "terminals", "preference")
 #: D4MORL's names of the preference distributions, mapped to this project's entropy levels.

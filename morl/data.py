@@ -42,8 +42,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.errors import InputError, OutputError
 from morl.envs import check_physics_version
+from morl.errors import InputError, OutputError
 
 META_KEY = b"morl"
 FORMAT_VERSION = 1
@@ -178,7 +178,7 @@ class Dataset:
         terminals=None,
         timeouts=None,
         meta: dict | None = None,
-    ) -> "Dataset":
+    ) -> Dataset:
         """Assemble a dataset from per-step arrays and the length of each trajectory.
 
         ``preferences`` may be per step ``(N, n_obj)`` or per trajectory ``(T, n_obj)``.
@@ -237,9 +237,11 @@ class Dataset:
         )
 
 
-def fixed_size_list(arr: np.ndarray, dtype: pa.DataType = pa.float32()) -> pa.FixedSizeListArray:
-    """A ``(rows, width)`` array as an Arrow fixed-size-list column (one list per row)."""
+def fixed_size_list(arr: np.ndarray, dtype: pa.DataType | None = None) -> pa.FixedSizeListArray:
+    """A ``(rows, width)`` array as an Arrow fixed-size-list column (one list per row); float32
+    unless ``dtype`` says otherwise."""
     arr = np.ascontiguousarray(arr)
+    dtype = pa.float32() if dtype is None else dtype
     return pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), dtype), arr.shape[1])
 
 

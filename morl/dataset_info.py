@@ -164,9 +164,7 @@ def format_card(info: dict[str, Any]) -> str:
     lines = []
     title = info.get("path", "dataset")
     lines.append(f"{title}")
-    desc = ", ".join(
-        f"{k} {info[k]}" for k in ("env_id", "quality") if info.get(k) is not None
-    )
+    desc = ", ".join(f"{k} {info[k]}" for k in ("env_id", "quality") if info.get(k) is not None)
     if info.get("entropy_label"):
         desc += f", preference entropy label {info['entropy_label']!r}"
     lines.append(f"  {desc}" if desc else "  (no env/quality/entropy in the metadata)")

@@ -93,8 +93,9 @@ import functools
 import os
 import re
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import gymnasium
 import mujoco
@@ -289,9 +290,7 @@ def halfcheetah_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
 def hopper_terminated(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
     """Standard Hopper health check: healthy iff height ``qpos[1] > 0.4`` and each of the
     angles ``qpos[2..5]`` lies in (-90 deg, 90 deg); terminated = not healthy (NaN is unhealthy)."""
-    healthy = (qpos[:, 1] > _MIN_HOPPER_HEIGHT) & np.all(
-        np.abs(qpos[:, 2:6]) < _MAX_HOPPER_ANGLE, axis=1
-    )
+    healthy = (qpos[:, 1] > _MIN_HOPPER_HEIGHT) & np.all(np.abs(qpos[:, 2:6]) < _MAX_HOPPER_ANGLE, axis=1)
     return ~healthy
 
 
@@ -414,9 +413,7 @@ class EnvSpec:
 
     def __post_init__(self) -> None:
         if len(self.objectives) != self.n_obj:
-            raise ValueError(
-                f"EnvSpec {self.id!r}: {len(self.objectives)} objective names for n_obj={self.n_obj}"
-            )
+            raise ValueError(f"EnvSpec {self.id!r}: {len(self.objectives)} objective names for n_obj={self.n_obj}")
         if len(self.act_low) != len(self.act_high):
             raise ValueError(f"EnvSpec {self.id!r}: act_low and act_high differ in length")
         if any(lo >= hi for lo, hi in zip(self.act_low, self.act_high)):
@@ -573,7 +570,9 @@ def _import_mo_gymnasium():
     try:
         import mo_gymnasium  # noqa: F401 - registers the mo-* ids with gymnasium
     except ImportError as exc:
-        raise MissingExtraError(f"MO-Gymnasium is not installed ({exc}); install it with: {MO_GYMNASIUM_INSTALL}") from exc
+        raise MissingExtraError(
+            f"MO-Gymnasium is not installed ({exc}); install it with: {MO_GYMNASIUM_INSTALL}"
+        ) from exc
     return mo_gymnasium
 
 
@@ -593,7 +592,7 @@ def mo_gymnasium_ids() -> list[str]:
     return sorted(ids)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _external_spec(env_id: str) -> ExternalEnvSpec:
     mo_gym = _import_mo_gymnasium()
     if env_id not in gymnasium.registry:
@@ -746,9 +745,7 @@ def load_model(spec: EnvSpec) -> mujoco.MjModel:
         raise InputError(f"{spec.id}: model file {path} not found (is gymnasium installed?)")
     model = _compile_xml(path) if spec.model_edits is None else _compile_edited(path, spec.model_edits)
     if model.nu != spec.act_dim:
-        raise ValueError(
-            f"{spec.id}: {path} has {model.nu} actuators but the spec has {spec.act_dim} action dims"
-        )
+        raise ValueError(f"{spec.id}: {path} has {model.nu} actuators but the spec has {spec.act_dim} action dims")
     # MuJoCo clamps ctrl to actuator_ctrlrange; make that range the D4MORL bounds so the action
     # clipped by clip_actions() is exactly the control that is applied.
     model.actuator_ctrlrange[:, 0] = spec.act_low
@@ -770,9 +767,7 @@ def clip_actions(spec: EnvSpec, actions: Any) -> np.ndarray:
     """Actions as float64 clipped to the D4MORL bounds (any leading shape, last axis act_dim)."""
     actions = np.asarray(actions, dtype=np.float64)
     if actions.shape[-1:] != (spec.act_dim,):
-        raise ValueError(
-            f"{spec.id}: actions must have last dimension {spec.act_dim}, got shape {actions.shape}"
-        )
+        raise ValueError(f"{spec.id}: actions must have last dimension {spec.act_dim}, got shape {actions.shape}")
     if not np.all(np.isfinite(actions)):
         raise ValueError(f"{spec.id}: actions contain NaN or infinite values")
     return np.clip(actions, spec.act_low, spec.act_high)
@@ -910,9 +905,7 @@ class MOMujocoEnv(gymnasium.Env):
         spec = self.spec_morl
         clipped = clip_actions(spec, action)
         if clipped.shape != (spec.act_dim,):
-            raise ValueError(
-                f"{spec.id}: action must have shape ({spec.act_dim},), got {np.shape(action)}"
-            )
+            raise ValueError(f"{spec.id}: action must have shape ({spec.act_dim},), got {np.shape(action)}")
         self._qpos_before[:] = self._qpos
         simulate(spec, self.model, self.data, clipped)
         self._elapsed_steps += 1
@@ -1029,9 +1022,13 @@ class MujocoSlots:
         control, out = self._control[:k], self._out[:k]
         control[...] = actions[:, None, :]
         self._runner.rollout(
-            self._models if everyone else self._models[:k], self._datas,
-            self.state if everyone else self.state[rows], control,
-            nstep=spec.frame_skip, state=out, skip_checks=True,
+            self._models if everyone else self._models[:k],
+            self._datas,
+            self.state if everyone else self.state[rows],
+            control,
+            nstep=spec.frame_skip,
+            state=out,
+            skip_checks=True,
         )
         new = out[:, -1]
         self.state[rows] = new

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 #: Set to 1 to see the traceback of an expected error too.
 DEBUG_ENV = "MORL_DEBUG"

@@ -38,7 +38,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from morl.errors import InputError
 from morl import __version__
 from morl.data import (
     META_KEY,
@@ -51,6 +50,7 @@ from morl.data import (
     short_hash,
 )
 from morl.envs import get_spec, make_env
+from morl.errors import InputError
 from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
@@ -222,8 +222,9 @@ def evaluate_agent(
     episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).  ``workers``
     cores step the physics; the result does not depend on their number.
     """
-    return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False,
-                          workers=workers)
+    return _evaluate_grid(
+        env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False, workers=workers
+    )
 
 
 def evaluate_sequential(
@@ -333,8 +334,10 @@ def check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha: s
         if mine != theirs:
             differences.append(f"the checkpoint has {mine} {what}, the dataset {theirs}")
     if not differences and trained.get("dataset_sha256") != dataset_sha:
-        differences.append(f"the checkpoint was trained on another dataset ({trained.get('dataset_path')}, sha256 "
-                           f"{short_hash(trained.get('dataset_sha256'))}; this one's is {short_hash(dataset_sha)})")
+        differences.append(
+            f"the checkpoint was trained on another dataset ({trained.get('dataset_path')}, sha256 "
+            f"{short_hash(trained.get('dataset_sha256'))}; this one's is {short_hash(dataset_sha)})"
+        )
     if differences:
         raise FileMismatchError(checkpoint, dataset, differences)
 
@@ -446,7 +449,9 @@ def evaluate_behavior(
         summaries[name] = res["summary"]
         tables.append(res)
     n = len(tables[0]["preferences"])
-    merged = {k: np.concatenate([t[k] for t in tables]) for k in ("preferences", "targets", "returns", "lengths", "seeds")}
+    merged = {
+        k: np.concatenate([t[k] for t in tables]) for k in ("preferences", "targets", "returns", "lengths", "seeds")
+    }
     merged["summary"] = summaries["behavior"]
     meta = {
         "kind": "behavior",

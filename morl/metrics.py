@@ -79,16 +79,13 @@ def _as_paired(preferences, returns) -> tuple[np.ndarray, np.ndarray]:
     if w.shape[0] == 0 or r.shape[0] == 0:
         raise ValueError("preferences and returns must be non-empty")
     if w.shape != r.shape:
-        raise ValueError(
-            f"preferences and returns must have the same shape, got {w.shape} and {r.shape}"
-        )
+        raise ValueError(f"preferences and returns must have the same shape, got {w.shape} and {r.shape}")
     if np.any(w < 0.0):
         raise ValueError("preferences must be non-negative")
     sums = w.sum(axis=1)
     if np.any(np.abs(sums - 1.0) > 1e-4):
         raise ValueError(
-            "preferences must sum to 1 per row (within 1e-4), got row sums in "
-            f"[{sums.min():.6g}, {sums.max():.6g}]"
+            f"preferences must sum to 1 per row (within 1e-4), got row sums in [{sums.min():.6g}, {sums.max():.6g}]"
         )
     return w, r
 
@@ -430,9 +427,7 @@ def eum(points, n_weights: int = 100) -> float:
     if isinstance(n_weights, (bool, np.bool_)) or not isinstance(n_weights, (int, np.integer)):
         raise ValueError(f"n_weights must be an integer, got {n_weights!r}")
     if n_weights < n_obj:
-        raise ValueError(
-            f"n_weights must be at least the number of objectives ({n_obj}), got {n_weights}"
-        )
+        raise ValueError(f"n_weights must be at least the number of objectives ({n_obj}), got {n_weights}")
     w = _eum_weights(int(n_obj), int(n_weights))
     rows = max(1, _IGD_BLOCK // w.shape[0])
     best = np.full(w.shape[0], -np.inf)
@@ -481,9 +476,7 @@ def igd(points, reference_front) -> float:
     if z.shape[0] == 0:
         raise ValueError("reference_front must be non-empty")
     if z.shape[1] != p.shape[1]:
-        raise ValueError(
-            f"reference_front has {z.shape[1]} objectives but points have {p.shape[1]}"
-        )
+        raise ValueError(f"reference_front has {z.shape[1]} objectives but points have {p.shape[1]}")
     rows = max(1, _IGD_BLOCK // p.size)
     total = 0.0
     for start in range(0, z.shape[0], rows):

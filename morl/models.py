@@ -31,7 +31,8 @@ window of ``K`` steps per row (tensors ``(B, K, dim)``) and predicts an action a
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -137,9 +138,7 @@ def resolve_hp(hp: dict | None) -> dict[str, Any]:
     hp = dict(hp or {})
     unknown = sorted(set(hp) - set(DEFAULT_HP))
     if unknown:
-        raise InputError(
-            f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_HP)}"
-        )
+        raise InputError(f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_HP)}")
     out = {**DEFAULT_HP, **hp}
     for key, minimum in _INT_KEYS.items():
         value = out[key]
@@ -163,9 +162,7 @@ def resolve_hp(hp: dict | None) -> dict[str, Any]:
     if not 0.0 <= out["dropout"] < 1.0:
         raise InputError(f"hyperparameter 'dropout' must be in [0, 1), got {out['dropout']!r}")
     if out["embed_dim"] % out["n_head"]:
-        raise InputError(
-            f"'embed_dim' ({out['embed_dim']}) must be divisible by 'n_head' ({out['n_head']})"
-        )
+        raise InputError(f"'embed_dim' ({out['embed_dim']}) must be divisible by 'n_head' ({out['n_head']})")
     return out
 
 

@@ -16,8 +16,8 @@ drawn series has a legend entry, so :func:`legend_labels` says what a figure sho
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -125,7 +125,7 @@ def preference_figure(title: str, model_runs: Mapping[str, Sequence[tuple[np.nda
     ncols = min(3, max(1, len(models)))
     nrows = int(np.ceil(len(models) / ncols)) or 1
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.4 * nrows), squeeze=False)
-    for ax in axes.flat[len(models):]:
+    for ax in axes.flat[len(models) :]:
         ax.set_visible(False)
     for ax, model in zip(axes.flat, models):
         prefs = np.concatenate([w for w, _ in model_runs[model]])
@@ -211,8 +211,9 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
         agg = (
             pl.concat(runs)
             .group_by("step")
-            .agg(pl.col("loss").mean().alias("mean"), pl.col("loss").min().alias("lo"),
-                 pl.col("loss").max().alias("hi"))  # fmt: skip
+            .agg(
+                pl.col("loss").mean().alias("mean"), pl.col("loss").min().alias("lo"), pl.col("loss").max().alias("hi")
+            )
             .sort("step")
         )
         step = agg["step"].to_numpy()

@@ -307,9 +307,7 @@ def preference_entropy(prefs, bins: int = 20) -> float:
     bins = _check_int(bins, "bins", 1)
     p = np.asarray(prefs, dtype=np.float64)
     if p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
-        raise ValueError(
-            f"prefs must be a non-empty (n, n_obj) array with n_obj >= 2, got shape {p.shape}"
-        )
+        raise ValueError(f"prefs must be a non-empty (n, n_obj) array with n_obj >= 2, got shape {p.shape}")
     if not np.all(np.isfinite(p)):
         raise ValueError("prefs contains non-finite values")
     tol = 1e-6

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 import polars as pl
@@ -45,6 +45,8 @@ def model_order(models: Iterable[str]) -> list[str]:
 
 def display_name(model: str) -> str:
     return DISPLAY.get(model, model)
+
+
 MISSING = "—"
 PARTIAL_MARK = "†"
 DIGITS = 2
@@ -160,8 +162,15 @@ def metric_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequen
         baselines.filter(pl.col("policy") == "behavior")
         .select("env", pl.col(metric.key).alias("value"))
         .join(cells, on="env", how="inner")
-        .select("env", "quality", "entropy", pl.lit("B").alias("model"), pl.lit(None, pl.Int64).alias("seed"), "value",
-                "_row")  # fmt: skip
+        .select(
+            "env",
+            "quality",
+            "entropy",
+            pl.lit("B").alias("model"),
+            pl.lit(None, pl.Int64).alias("seed"),
+            "value",
+            "_row",
+        )
     )
     units = pl.DataFrame({"env": list(metric.units), "unit": list(metric.units.values())})
     column = pl.DataFrame({"model": ["B", *models], "_col": list(range(len(models) + 1))})
@@ -333,8 +342,10 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         notes.append(f"{MISSING} after the slash: the paper publishes no number for this cell (it reports High-H "
                      f"({PUBLISHED_ENTROPY}-entropy) datasets only).")  # fmt: skip
     if any_missing:
-        notes.append(f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B front with a "
-                     "positive HV to divide by.")
+        notes.append(
+            f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B front with a "
+            "positive HV to divide by."
+        )
     return Table("Paper comparison: HV as a fraction of B, ours / published", header, rows, notes)
 
 

@@ -66,11 +66,15 @@ def _load_failure(exc: Exception, what: str) -> str:
     if isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in text:
         name = re.search(r"GLOBAL ([\w.]+)", text)
         if name:
-            return (f"not a safe checkpoint: it needs the Python global {name.group(1)!r}, which torch's safe loader "
-                    "refused; a morl checkpoint holds only plain types and tensors, so the file was not loaded")
+            return (
+                f"not a safe checkpoint: it needs the Python global {name.group(1)!r}, which torch's safe loader "
+                "refused; a morl checkpoint holds only plain types and tensors, so the file was not loaded"
+            )
         opcode = re.search(r"Unsupported operand (\d+)", text)
         why = f"pickle opcode {opcode.group(1)}" if opcode else "its contents"
-        return (f"not a readable {what}, and not a safe checkpoint: torch's safe loader refused {why} (the file is "
-                "damaged, or holds other objects than plain types and tensors)")
+        return (
+            f"not a readable {what}, and not a safe checkpoint: torch's safe loader refused {why} (the file is "
+            "damaged, or holds other objects than plain types and tensors)"
+        )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return f"not a readable {what} ({lines[0] if lines else type(exc).__name__})"

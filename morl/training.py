@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from morl.errors import InputError
 from morl import __version__
 from morl.agents import (
     CHECKPOINT_FORMAT,
@@ -58,7 +57,7 @@ from morl.agents import (
     PARTIAL_FORMAT,
 )
 from morl.data import Dataset, FileMismatchError, atomic_write, file_sha256, load_dataset, read_meta, short_hash
-from morl.progress import Progress
+from morl.errors import InputError
 from morl.models import (
     DISPLAY_NAMES,
     RETURNS_TO_GO,
@@ -70,6 +69,7 @@ from morl.models import (
     resolve_hp,
     window_length,
 )
+from morl.progress import Progress
 from morl.torch_io import TorchFileError, load_torch, save_torch
 
 log = logging.getLogger(__name__)
@@ -262,8 +262,7 @@ def _dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
         raise InputError(f"{path}: metadata 'max_episode_steps' must be positive, got {max_steps}")
     if int(ds.steps.max()) >= max_steps:
         raise InputError(
-            f"{path}: a trajectory has {int(ds.steps.max()) + 1} steps, more than "
-            f"max_episode_steps={max_steps}"
+            f"{path}: a trajectory has {int(ds.steps.max()) + 1} steps, more than max_episode_steps={max_steps}"
         )
     if "act_low" in meta and "act_high" in meta:
         low, high = meta["act_low"], meta["act_high"]

@@ -42,8 +42,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import numbers
 import traceback
+from collections.abc import Iterable, Iterator, Sequence
 from multiprocessing import shared_memory
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -246,9 +247,7 @@ class BatchedEnv:
         self._check_open()
         seeds = [self._check_seed(s, i) for i, s in enumerate(seeds)]
         if len(seeds) != self.batch_size:
-            raise ValueError(
-                f"{self.spec.id}: reset needs {self.batch_size} seeds (one per slot), got {len(seeds)}"
-            )
+            raise ValueError(f"{self.spec.id}: reset needs {self.batch_size} seeds (one per slot), got {len(seeds)}")
         self._reset_slots(np.arange(self.batch_size), seeds)
         self._buf.active[:] = True
         self._final_obs[:] = self._buf.obs
@@ -277,8 +276,7 @@ class BatchedEnv:
         actions = np.asarray(actions)
         if actions.shape != (self.batch_size, spec.act_dim):
             raise ValueError(
-                f"{spec.id}: actions must have shape ({self.batch_size}, {spec.act_dim}), "
-                f"got {actions.shape}"
+                f"{spec.id}: actions must have shape ({self.batch_size}, {spec.act_dim}), got {actions.shape}"
             )
         idx = np.flatnonzero(buf.active)
         buf.rewards[:] = 0.0
@@ -366,7 +364,7 @@ class BatchedEnv:
         self._closed = True
         if self._group is not None:
             self._group.close()
-        for proc, conn, _ in self._workers:
+        for _, conn, _ in self._workers:
             try:
                 conn.send(("close",))
             except (BrokenPipeError, OSError):
@@ -380,7 +378,7 @@ class BatchedEnv:
         self._workers = []
         self._buf.close(unlink=bool(self._buf.names))
 
-    def __enter__(self) -> "BatchedEnv":
+    def __enter__(self) -> BatchedEnv:
         return self
 
     def __exit__(self, *exc: object) -> None:

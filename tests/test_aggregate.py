@@ -311,9 +311,11 @@ def test_the_same_evaluation_given_twice_is_refused(synthetic, capsys):
     copy = d / "copy.parquet"
     shutil.copy(first, copy)
     spelled_otherwise = d / "evals" / ".." / "first.parquet"
-    cases = [([first, first], f"{first} and {first} are the same file"),
-             ([first, spelled_otherwise], f"{first} and {spelled_otherwise} are the same file"),
-             ([first, copy], f"{first} and {copy} are evaluations of the same checkpoint (sha256 {'c' * 12})")]
+    cases = [
+        ([first, first], f"{first} and {first} are the same file"),
+        ([first, spelled_otherwise], f"{first} and {spelled_otherwise} are the same file"),
+        ([first, copy], f"{first} and {copy} are evaluations of the same checkpoint (sha256 {'c' * 12})"),
+    ]
     for evals, message in cases:
         with pytest.raises(ValueError) as info:
             aggregate(evals, [], d / "tables", plots=False)
@@ -339,30 +341,34 @@ def test_evaluations_that_do_not_belong_together_are_refused(case, tmp_path):
 
     def files():
         if case == "same run":
-            return [e("x.parquet", "expert", 0, checkpoint_sha256=a),
-                    e("y.parquet", "expert", 0, checkpoint_sha256=b)], []
+            return [
+                e("x.parquet", "expert", 0, checkpoint_sha256=a),
+                e("y.parquet", "expert", 0, checkpoint_sha256=b),
+            ], []
         if case == "cell dataset":
             return [e("x.parquet", "expert", 0, dataset_sha256=a), e("y.parquet", "expert", 1, dataset_sha256=b)], []
         if case == "behavior policy":
             return [e("x.parquet", "expert", 0, behavior_sha256=a)], [f("front.parquet", checkpoint_sha256=b)]
         if case == "two fronts":
             return [], [f("front.parquet", checkpoint_sha256=a), f("other.parquet", checkpoint_sha256=a)]
-        return [e("x.parquet", "expert", 0, dataset_sha256=a),
-                e("y.parquet", "amateur", 0, dataset_sha256=b, reference_dataset_sha256=c)], []
+        return [
+            e("x.parquet", "expert", 0, dataset_sha256=a),
+            e("y.parquet", "amateur", 0, dataset_sha256=b, reference_dataset_sha256=c),
+        ], []
 
     evals, fronts = files()
     first, second = (fronts + evals)[:2]
     message = {
         "same run": f"{first} and {second} are two evaluations of run {ENV} expert-high bc seed 0; each run "
-                    "counts once",
+        "counts once",
         "cell dataset": f"{first} and {second} do not belong together: both claim cell {ENV} expert-high, but the "
-                        f"first was made from dataset sha256 {a[:12]}, the second from {b[:12]}",
+        f"first was made from dataset sha256 {a[:12]}, the second from {b[:12]}",
         "behavior policy": f"{first} and {second} do not belong together: the first is the front of behavior policy "
-                           f"sha256 {b[:12]}, the second is of a dataset collected by behavior policy sha256 {a[:12]}",
+        f"sha256 {b[:12]}, the second is of a dataset collected by behavior policy sha256 {a[:12]}",
         "two fronts": f"{first} and {second} do not belong together: both are behavior fronts of {ENV}",
         "reference": f"{first} and {second} do not belong together: the first was made from the {ENV} expert-high "
-                     f"dataset sha256 {a[:12]}, the second is of a model normalised with the expert-high dataset "
-                     f"sha256 {c[:12]}",
+        f"dataset sha256 {a[:12]}, the second is of a model normalised with the expert-high dataset "
+        f"sha256 {c[:12]}",
     }[case]
     with pytest.raises(ValueError) as info:
         aggregate(evals, fronts, tmp_path / "tables", plots=False)

@@ -162,7 +162,9 @@ def test_a_full_disk_names_the_file_that_was_not_written(tmp_path, config, tiny_
     cfg.write_text(yaml.safe_dump(config))
     out = tmp_path / "run" / "model.pt"
     monkeypatch.setattr(builtins, "open", open_on_a_full_disk)
-    code = main(["train", "--config", str(cfg), "--dataset", str(tiny_dataset), "--model", "dt-p", "--output", str(out)])
+    code = main(
+        ["train", "--config", str(cfg), "--dataset", str(tiny_dataset), "--model", "dt-p", "--output", str(out)]
+    )
     monkeypatch.undo()
     err = capsys.readouterr().err
     assert code == 2

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from pathlib import Path
+
+import pytest
 import torch
 import yaml
 
@@ -34,38 +35,70 @@ def test_shipped_configs_are_valid(name):
         (lambda c: c["evaluate"].update(episodes=0), "evaluate.episodes"),
         (lambda c: c.update(envs=[]), "envs: [] should be non-empty"),
         (lambda c: c["train"].update(stepz=10), "unknown key train.stepz"),
-        (lambda c: c["train"]["overrides"].append({"models": ["dt"], "envs": ["MO-Foo-v1"], "steps": 3}),
-         "train.overrides[0].envs: unknown environment 'MO-Foo-v1'"),
-        (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-HalfCheetah-v2", "MO-Foo-v1"], "gamma": 0.999}]),
-         "behavior.overrides[0].envs[1]: unknown environment 'MO-Foo-v1'"),
-        (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gama": 0.999}]),
-         "unknown key behavior.overrides[0].gama"),
-        (lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gamma": 1.5}]),
-         "behavior.overrides[0].gamma: 1.5 is greater than or equal to the maximum of 1"),
-        (lambda c: c["behavior"].update(overrides=[{"gamma": 0.999}]), "missing required key behavior.overrides[0].envs"),
-        (lambda c: c["train"].update(returns_to_go="discounted"),
-         "train.returns_to_go: 'discounted' is not one of peda, weighted"),
-        (lambda c: c["train"].update(statistics_from="per-env"),
-         "train.statistics_from: 'per-env' is not one of expert-high, dataset"),
-        (lambda c: c["train"]["overrides"].append({"models": ["dt"], "returns_to_go": "raw"}),
-         "train.overrides[0].returns_to_go: 'raw' is not one of peda, weighted"),
+        (
+            lambda c: c["train"]["overrides"].append({"models": ["dt"], "envs": ["MO-Foo-v1"], "steps": 3}),
+            "train.overrides[0].envs: unknown environment 'MO-Foo-v1'",
+        ),
+        (
+            lambda c: c["behavior"].update(overrides=[{"envs": ["MO-HalfCheetah-v2", "MO-Foo-v1"], "gamma": 0.999}]),
+            "behavior.overrides[0].envs[1]: unknown environment 'MO-Foo-v1'",
+        ),
+        (
+            lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gama": 0.999}]),
+            "unknown key behavior.overrides[0].gama",
+        ),
+        (
+            lambda c: c["behavior"].update(overrides=[{"envs": ["MO-Hopper-v2"], "gamma": 1.5}]),
+            "behavior.overrides[0].gamma: 1.5 is greater than or equal to the maximum of 1",
+        ),
+        (
+            lambda c: c["behavior"].update(overrides=[{"gamma": 0.999}]),
+            "missing required key behavior.overrides[0].envs",
+        ),
+        (
+            lambda c: c["train"].update(returns_to_go="discounted"),
+            "train.returns_to_go: 'discounted' is not one of peda, weighted",
+        ),
+        (
+            lambda c: c["train"].update(statistics_from="per-env"),
+            "train.statistics_from: 'per-env' is not one of expert-high, dataset",
+        ),
+        (
+            lambda c: c["train"]["overrides"].append({"models": ["dt"], "returns_to_go": "raw"}),
+            "train.overrides[0].returns_to_go: 'raw' is not one of peda, weighted",
+        ),
         (lambda c: c["train"].pop("statistics_from"), "missing required key train.statistics_from"),
         # sizes and seeds a job could not allocate or would overflow on (a typo's extra zeros)
         (lambda c: c["train"].update(batch_size=10**12), "train.batch_size: 1000000000000 is greater than the maximum"),
-        (lambda c: c["behavior"].update(batch_size=10**9), "behavior.batch_size: 1000000000 is greater than the maximum"),
-        (lambda c: c.update(seeds=[0, 10**30]), "seeds[1]: 1000000000000000000000000000000 is greater than the maximum"),
-        (lambda c: c["collect"].update(seed=2**31), "collect.seed: 2147483648 is greater than the maximum of 2147483647"),
+        (
+            lambda c: c["behavior"].update(batch_size=10**9),
+            "behavior.batch_size: 1000000000 is greater than the maximum",
+        ),
+        (
+            lambda c: c.update(seeds=[0, 10**30]),
+            "seeds[1]: 1000000000000000000000000000000 is greater than the maximum",
+        ),
+        (
+            lambda c: c["collect"].update(seed=2**31),
+            "collect.seed: 2147483648 is greater than the maximum of 2147483647",
+        ),
         (lambda c: c["train"].update(hidden=10**6), "train.hidden: 1000000 is greater than the maximum of 16384"),
         (lambda c: c["collect"].update(n_trajectories=10**12), "collect.n_trajectories: 1000000000000 is greater"),
         (lambda c: c["behavior"].update(buffer_size=10**10), "behavior.buffer_size: 10000000000 is greater"),
-        (lambda c: c["evaluate"].update(divisions=5_000), "evaluate.divisions: 5000 divisions give 12,507,501 "
-                                                          "preference points for MO-Hopper-v3"),
+        (
+            lambda c: c["evaluate"].update(divisions=5_000),
+            "evaluate.divisions: 5000 divisions give 12,507,501 preference points for MO-Hopper-v3",
+        ),
         (lambda c: c["train"].update(n_head=3), "train.embed_dim: 16 is not divisible by train.n_head: 3"),
         # an evaluation context longer than the training context, set directly or by an override
-        (lambda c: c["train"].update(context_length=5, eval_context_length=8),
-         "train.eval_context_length: 8 is greater than train.context_length: 5 (for bc on MO-HalfCheetah-v2)"),
-        (lambda c: c["train"]["overrides"].append({"models": ["dt-p"], "eval_context_length": 10**4}),
-         "train.eval_context_length: 10000 is greater than train.context_length: 5 (for dt-p on MO-HalfCheetah-v2)"),
+        (
+            lambda c: c["train"].update(context_length=5, eval_context_length=8),
+            "train.eval_context_length: 8 is greater than train.context_length: 5 (for bc on MO-HalfCheetah-v2)",
+        ),
+        (
+            lambda c: c["train"]["overrides"].append({"models": ["dt-p"], "eval_context_length": 10**4}),
+            "train.eval_context_length: 10000 is greater than train.context_length: 5 (for dt-p on MO-HalfCheetah-v2)",
+        ),
     ],
 )
 def test_bad_config_names_the_key(config, mutate, expected):
@@ -155,8 +188,10 @@ def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config):
     config["train"]["overrides"] = [{"models": ["dt"], "envs": ["MO-Hopper-v3"], "statistics_from": "expert-high"}]
     with pytest.raises(ConfigError, match="this config has no MO-Hopper-v3 expert-high;"):
         validate_config(config, "c.yaml")
-    assert training_definitions(config, "MO-Hopper-v3", "dt") == {"returns_to_go": "peda",
-                                                                  "statistics_from": "expert-high"}
+    assert training_definitions(config, "MO-Hopper-v3", "dt") == {
+        "returns_to_go": "peda",
+        "statistics_from": "expert-high",
+    }
     assert training_definitions(config, "MO-Hopper-v3", "bc") == {"returns_to_go": "peda", "statistics_from": "dataset"}
 
 

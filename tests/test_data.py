@@ -249,8 +249,10 @@ def test_nan_and_inf_are_named(tmp_path, column, bad):
     "prefs, problem",
     [
         ([[0.5, 0.5], [0.5, 0.6], [1.0, 0.0]], r"preferences do not sum to 1: trajectory 1 sums to 1.1"),
-        ([[0.5, 0.5], [0.3, 0.3], [0.2, 0.2]],
-         r"preferences do not sum to 1: trajectory 1 sums to 0.6 .*2 trajectories affected"),
+        (
+            [[0.5, 0.5], [0.3, 0.3], [0.2, 0.2]],
+            r"preferences do not sum to 1: trajectory 1 sums to 0.6 .*2 trajectories affected",
+        ),
         ([[1.2, -0.2], [0.5, 0.5], [0.5, 0.5]], r"preference of trajectory 0 has a negative entry"),
     ],
 )

@@ -12,9 +12,8 @@ import pytest
 from morl.cli import main
 from morl.data import DataFileError, Dataset, write_dataset
 from morl.dataset_info import dataset_info, format_card, summarize_dataset
-from morl.preferences import knn_preference_entropy
 from morl.evaluate import write_evaluation
-from morl.preferences import sample_preferences
+from morl.preferences import knn_preference_entropy, sample_preferences
 
 # Three trajectories of lengths 2, 3, 1 whose returns are (3, 1), (1, 4), (2, 2).
 LENGTHS = [2, 3, 1]
@@ -88,8 +87,9 @@ def hopper_policy(tmp_path_factory, smoke_config):
     from morl.behavior import train_behavior
 
     out = tmp_path_factory.mktemp("hopper") / "policy.pt"
-    train_behavior("MO-Hopper-v3", dict(smoke_config["behavior"], total_steps=8, start_steps=8), out, progress=False,
-                   hv_every=0)
+    train_behavior(
+        "MO-Hopper-v3", dict(smoke_config["behavior"], total_steps=8, start_steps=8), out, progress=False, hv_every=0
+    )
     return out
 
 

@@ -58,7 +58,12 @@ def test_registry_entry_has_reference_facts(env_id):
     xml, frame_skip, objectives, obs_dim, low, high, dt = REFERENCE_FACTS[env_id]
     spec = get_spec(env_id)
     assert (spec.xml, spec.frame_skip, spec.objectives, spec.n_obj, spec.obs_dim) == (
-        xml, frame_skip, objectives, len(objectives), obs_dim)
+        xml,
+        frame_skip,
+        objectives,
+        len(objectives),
+        obs_dim,
+    )
     assert spec.act_low == low and spec.act_high == high
     assert spec.max_episode_steps == 500
     assert control_timestep(spec, load_model(spec)) == pytest.approx(dt)
@@ -156,15 +161,18 @@ def _xml_with_original_parameters(env_id: str, path: str) -> str:
         xml = f.read()
     robot = env_id.split("-")[1]
     if robot == "Hopper":
-        xml = xml.replace('<joint armature="1" damping="1" limited="true"/>',
-                          '<joint armature="1" damping="40" limited="false"/>')
+        xml = xml.replace(
+            '<joint armature="1" damping="1" limited="true"/>', '<joint armature="1" damping="40" limited="false"/>'
+        )
         head, tail = xml.split("<actuator>")
         tail = tail.replace('gear="200.0" joint="foot_joint"', 'gear="300.0" joint="foot_joint"')
         xml = head + "<actuator>" + tail
     elif robot == "Walker2d":
         xml = xml.replace('damping=".1" limited="true"', 'damping="3.0" limited="true"')
-        xml = xml.replace('<geom conaffinity="0" condim="3" contype="1" density="1000"',
-                          '<geom conaffinity="0" condim="3" contype="1" density="1500"')
+        xml = xml.replace(
+            '<geom conaffinity="0" condim="3" contype="1" density="1000"',
+            '<geom conaffinity="0" condim="3" contype="1" density="1500"',
+        )
     elif robot == "Ant":
         xml = xml.replace('gear="150"', 'gear="100"')
     elif robot == "Swimmer":
@@ -431,8 +439,7 @@ def test_halfcheetah_terminates_on_body_angle():
     spec = get_spec("MO-HalfCheetah-v2")
     qpos = np.zeros((4, 9))
     qpos[:, 2] = [np.deg2rad(49.9), np.deg2rad(50.1), -np.deg2rad(50.1), np.nan]
-    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((4, 9))),
-                                  [False, True, True, True])
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((4, 9))), [False, True, True, True])
 
 
 def test_hopper_terminates_on_height_and_angles():
@@ -452,8 +459,7 @@ def test_hopper_terminates_on_height_and_angles():
     qpos[2, 1] = 0.39
     qpos[3, 5] = np.deg2rad(89.0)
     qpos[4, 3] = np.deg2rad(91.0)
-    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((5, 6))),
-                                  [False, False, True, False, True])
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((5, 6))), [False, False, True, False, True])
 
 
 def test_walker2d_terminates_outside_healthy_height_and_angle():
@@ -470,8 +476,9 @@ def test_walker2d_terminates_outside_healthy_height_and_angle():
     qpos = np.tile([0.0, 1.25] + [0.0] * 7, (8, 1))
     qpos[1:5, 1] = [0.81, 0.8, 1.99, 2.0]
     qpos[5:8, 2] = [0.99, -1.0, np.nan]
-    np.testing.assert_array_equal(compute_terminated(spec, qpos, np.zeros((8, 9))),
-                                  [False, False, True, False, True, False, True, True])
+    np.testing.assert_array_equal(
+        compute_terminated(spec, qpos, np.zeros((8, 9))), [False, False, True, False, True, False, True, True]
+    )
 
 
 def test_ant_terminates_only_on_non_finite_state():
@@ -488,8 +495,7 @@ def test_ant_terminates_only_on_non_finite_state():
     qpos[3, 2] = -5.0  # far below the floor, but finite
     qvel[4, 0] = 1e6
     qpos[5, 0] = -np.inf
-    np.testing.assert_array_equal(compute_terminated(spec, qpos, qvel),
-                                  [False, True, True, False, False, True])
+    np.testing.assert_array_equal(compute_terminated(spec, qpos, qvel), [False, True, True, False, False, True])
 
 
 def test_swimmer_never_terminates():
@@ -499,8 +505,9 @@ def test_swimmer_never_terminates():
     assert result.dtype == bool and result.tolist() == [False, False, False]
 
 
-@pytest.mark.parametrize("env_id,action_scale", [
-    ("MO-HalfCheetah-v2", 0.0), ("MO-Ant-v2", 1.0), ("MO-Swimmer-v2", 1.0)])
+@pytest.mark.parametrize(
+    "env_id,action_scale", [("MO-HalfCheetah-v2", 0.0), ("MO-Ant-v2", 1.0), ("MO-Swimmer-v2", 1.0)]
+)
 def test_truncation_at_500_steps(env_id, action_scale):
     env = MOMujocoEnv(env_id)
     env.reset(seed=5)
@@ -638,31 +645,31 @@ def _check_batched_matches_single(env_id, seeds, actions, num_workers=1):
                     assert not rewards[slot].any() and not terminated[slot] and not truncated[slot]
         lengths = np.array([len(s[1]) for s in singles])
         np.testing.assert_array_equal(benv.lengths, lengths)
-        np.testing.assert_allclose(
-            benv.returns, [s[1].astype(np.float64).sum(axis=0) for s in singles], rtol=1e-12
-        )
+        np.testing.assert_allclose(benv.returns, [s[1].astype(np.float64).sum(axis=0) for s in singles], rtol=1e-12)
         return benv.done, lengths
 
 
-@pytest.mark.parametrize("env_id,action_scale", [
-    ("MO-Hopper-v3", 4.0), ("MO-Hopper-v2", 4.0), ("MO-Walker2d-v2", 1.5)])
+@pytest.mark.parametrize("env_id,action_scale", [("MO-Hopper-v3", 4.0), ("MO-Hopper-v2", 4.0), ("MO-Walker2d-v2", 1.5)])
 def test_batched_matches_single_envs_including_early_termination(env_id, action_scale):
     seeds = [0, 1, 2, 11]
     act_dim = get_spec(env_id).act_dim
     # Large random actions make the robots fall at different times.
-    actions = np.random.default_rng(1).uniform(
-        -action_scale, action_scale, size=(500, len(seeds), act_dim)).astype(np.float32)
+    actions = (
+        np.random.default_rng(1)
+        .uniform(-action_scale, action_scale, size=(500, len(seeds), act_dim))
+        .astype(np.float32)
+    )
     done, lengths = _check_batched_matches_single(env_id, seeds, actions)
     assert done and len(set(lengths.tolist())) > 1 and lengths.max() < 500
 
 
-@pytest.mark.parametrize("env_id,action_scale", [
-    ("MO-HalfCheetah-v2", 0.4), ("MO-Ant-v2", 1.0), ("MO-Swimmer-v2", 1.0)])
+@pytest.mark.parametrize(
+    "env_id,action_scale", [("MO-HalfCheetah-v2", 0.4), ("MO-Ant-v2", 1.0), ("MO-Swimmer-v2", 1.0)]
+)
 def test_batched_matches_single_envs_until_truncation(env_id, action_scale):
     seeds = [3, 4]
     act_dim = get_spec(env_id).act_dim
-    actions = np.random.default_rng(2).uniform(
-        -action_scale, action_scale, size=(501, len(seeds), act_dim))
+    actions = np.random.default_rng(2).uniform(-action_scale, action_scale, size=(501, len(seeds), act_dim))
     done, lengths = _check_batched_matches_single(env_id, seeds, actions)
     assert done and lengths.tolist() == [500, 500]
 

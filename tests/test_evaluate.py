@@ -84,7 +84,9 @@ def assert_same_points(batched: dict, sequential: dict, rtol: float = RTOL, atol
 
 
 # ------------------------------------------------------------------------------------ the grid
-@pytest.mark.parametrize("n_obj, divisions, n_points", [(2, 500, 501), (3, 24, 325), (2, DIVISIONS, 5), (3, DIVISIONS, 15)])
+@pytest.mark.parametrize(
+    "n_obj, divisions, n_points", [(2, 500, 501), (3, 24, 325), (2, DIVISIONS, 5), (3, DIVISIONS, 15)]
+)
 def test_grid_sizes_and_row_sums(n_obj, divisions, n_points):
     grid = simplex_grid(n_obj, divisions)
     assert grid.shape == (n_points, n_obj)
@@ -294,10 +296,14 @@ def test_checkpoint_and_dataset_that_do_not_belong_together_are_refused(case, ch
     file (another objective count); both files are named."""
     ckpt = cheetah_checkpoints["dt-p"]
     dataset, difference = {
-        "other env": (write_copy(tiny_dataset, tmp_path / "walker.parquet", env_id="MO-Walker2d-v2"),
-                      "the checkpoint is for env 'MO-HalfCheetah-v2', the dataset for 'MO-Walker2d-v2'"),
-        "other objective count": (write_copy(tiny_dataset, tmp_path / "three.parquet", extra_objective=True),
-                                  "the checkpoint has 2 objectives, the dataset 3"),
+        "other env": (
+            write_copy(tiny_dataset, tmp_path / "walker.parquet", env_id="MO-Walker2d-v2"),
+            "the checkpoint is for env 'MO-HalfCheetah-v2', the dataset for 'MO-Walker2d-v2'",
+        ),
+        "other objective count": (
+            write_copy(tiny_dataset, tmp_path / "three.parquet", extra_objective=True),
+            "the checkpoint has 2 objectives, the dataset 3",
+        ),
         "other dataset": (cheetah_expert_high, "the checkpoint was trained on another dataset"),
     }[case]
     with pytest.raises(ValueError) as info:

@@ -12,8 +12,8 @@ from morl.metrics import (
     expected_utility,
     hypervolume,
     pareto_front,
-    return_deviation,
     peda_front,
+    return_deviation,
     sparsity,
 )
 from morl.preferences import simplex_grid
@@ -209,7 +209,7 @@ def test_hv_matches_pymoo_on_concave_fronts_over_the_lattice(n_obj):
 @pytest.mark.parametrize("n_obj", [4, 5])
 def test_hv_matches_pymoo_higher_dimensions(n_obj):
     rng = np.random.default_rng(200 + n_obj)
-    for trial in range(5):
+    for _ in range(5):
         n = int(rng.integers(1, 40))
         pts = rng.random((n, n_obj))
         ref = rng.uniform(0.0, 0.3, size=n_obj)

@@ -29,8 +29,7 @@ def brute_force_cardinality(points):
     count = 0
     for a in unique:
         dominated = any(
-            all(b_i >= a_i for a_i, b_i in zip(a, b)) and any(b_i > a_i for a_i, b_i in zip(a, b))
-            for b in unique
+            all(b_i >= a_i for a_i, b_i in zip(a, b)) and any(b_i > a_i for a_i, b_i in zip(a, b)) for b in unique
         )
         count += not dominated
     return count

@@ -15,8 +15,11 @@ def test_config_names_the_extra_to_install_when_mo_gymnasium_is_missing(config, 
     monkeypatch.setitem(sys.modules, "mo_gymnasium", None)  # what `import mo_gymnasium` sees without it
     morl_envs._external_spec.cache_clear()
     config["envs"] = ["MO-HalfCheetah-v2", "mo-halfcheetah-v5"]
-    with pytest.raises(ConfigError, match=r"cfg.yaml: envs\[1\]: 'mo-halfcheetah-v5' is an MO-Gymnasium task.*"
-                                          r"pip install 'morl\[mo-gymnasium\]'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"cfg.yaml: envs\[1\]: 'mo-halfcheetah-v5' is an MO-Gymnasium task.*"
+        r"pip install 'morl\[mo-gymnasium\]'",
+    ):
         validate_config(config, "cfg.yaml")
     with pytest.raises(MissingExtraError, match=r"install it with: pip install 'morl\[mo-gymnasium\]'"):
         get_spec("mo-hopper-v5")
@@ -126,8 +129,9 @@ def test_every_stage_runs_on_an_mo_gymnasium_task(tmp_path, smoke_config):
         hp.update(steps=10, checkpoint_every=0)
         train(data, model, 0, hp, ckpt, progress=False, expect_env=env_id)
         out = tmp_path / model / "eval.parquet"
-        summary = evaluate_checkpoint(ckpt, data, out, divisions=2, episodes=1, seed=0, progress=False,
-                                      expect_env=env_id)
+        summary = evaluate_checkpoint(
+            ckpt, data, out, divisions=2, episodes=1, seed=0, progress=False, expect_env=env_id
+        )
         meta, arr = read_evaluation(out)
         assert meta["env_id"] == env_id and arr["return"].shape == (6, 3)  # 6 points for 3 objectives
         assert np.isfinite(summary["hv"])

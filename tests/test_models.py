@@ -43,7 +43,6 @@ TINY_HP = dict(
 )
 
 
-
 def make_dataset(seed=0, n_traj=16, action_of="state", max_steps=40):
     """A toy dataset; actions are a fixed function of the state, or of the preference only."""
     rng = np.random.default_rng(seed)

@@ -36,9 +36,7 @@ def test_grid_matches_brute_force_compositions_in_lexicographic_order():
         expected = [
             k for k in itertools.product(range(divisions + 1), repeat=n_obj) if sum(k) == divisions
         ]  # itertools.product is lexicographic
-        np.testing.assert_array_equal(
-            np.round(simplex_grid(n_obj, divisions) * divisions).astype(int), expected
-        )
+        np.testing.assert_array_equal(np.round(simplex_grid(n_obj, divisions) * divisions).astype(int), expected)
 
 
 def test_grid_endpoints_and_default_divisions():

@@ -121,7 +121,7 @@ def test_report_renders_in_headless_chromium(run_dir, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     dom = res.stdout
     # what the browser rendered into the app, not the data in the <script> tags
-    app = re.sub(r"<script\b.*?</script>", "", dom[dom.index('<div id="app">'):], flags=re.S)
+    app = re.sub(r"<script\b.*?</script>", "", dom[dom.index('<div id="app">') :], flags=re.S)
     text = html.unescape(re.sub(r"<[^>]+>", " ", app))
     for needle in ("Offline multi-objective RL", "Hypervolume (HV, higher is better)", "Sparsity (SP, lower is better)",
                    "Paper comparison", "MODT(P)", "MORvS(P)", ENV, "amateur low-H", "rank agreement"):  # fmt: skip

@@ -112,7 +112,11 @@ def test_slurm_profile_resources_reach_the_jobs(tmp_path):
 
 
 def test_rules_do_not_hard_code_cuda():
-    for path in [ROOT / "Snakefile", *sorted((ROOT / "rules").glob("*.smk")), *sorted((ROOT / "workflow_scripts").glob("*.py"))]:
+    for path in [
+        ROOT / "Snakefile",
+        *sorted((ROOT / "rules").glob("*.smk")),
+        *sorted((ROOT / "workflow_scripts").glob("*.py")),
+    ]:
         assert "cuda" not in path.read_text().lower(), f"{path.relative_to(ROOT)} names CUDA"
 
 
@@ -160,7 +164,9 @@ def slurm_cluster(tmp_path_factory):
     directory = tmp_path_factory.mktemp("slurm")
     p = profile()
     partitions = [p["default-resources"]["slurm_partition"]]
-    partitions += sorted({r["slurm_partition"] for r in p["set-resources"].values() if "slurm_partition" in r} - set(partitions))
+    partitions += sorted(
+        {r["slurm_partition"] for r in p["set-resources"].values() if "slurm_partition" in r} - set(partitions)
+    )
     env = dict(os.environ, SLURM_PARTITIONS=",".join(partitions), **NODE)
     env["PATH"] = f"{env.get('PATH', '')}:/usr/sbin:/sbin"
     cluster = Cluster(directory)
@@ -297,6 +303,7 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
     jobs = cluster.jobs()
     submitted = re.findall(r"_slurm_rpc_submit_batch_job: JobId=(\d+)", (cluster.dir / "log/slurmctld.log").read_text())
     ours = [j for j in jobs if j["comment"].startswith("rule_")]
+    assert {j["id"] for j in ours} <= set(submitted), "a job ran that slurmctld did not log as submitted"
     assert all(j["state"] == "COMPLETED" for j in ours if j["id"] != rerun[0]["id"])
     per_rule: dict[str, int] = {}
     for j in ours:
@@ -318,7 +325,9 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
         assert (j["gres"] == f"gres:{p['set-resources']['train']['gres']}") == (rule == "train"), j
     for out in (out1, out2):
         assert "has been submitted with SLURM jobid" in out
-    assert out1.count("has been submitted with SLURM jobid") + out2.count("has been submitted with SLURM jobid") == len(ours)
+    assert out1.count("has been submitted with SLURM jobid") + out2.count("has been submitted with SLURM jobid") == len(
+        ours
+    )
 
     # 4. All outputs are right (as in tests/test_workflow.py's local smoke run).
     n_points = {"MO-HalfCheetah-v2": 4, "MO-Hopper-v3": 10}  # divisions 3

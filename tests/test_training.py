@@ -44,7 +44,6 @@ HP = dict(
 )
 
 
-
 def make_dataset(lengths=(3, 9, 1, 12, 6), seed=0, meta=None, actions_scale=0.9):
     rng = np.random.default_rng(seed)
     lengths = np.asarray(lengths)
@@ -307,8 +306,11 @@ def kill_after_partial_saves(monkeypatch, n_saves):
 @pytest.mark.parametrize("name", ["dt", "rvs-p", "bc"])
 def test_killed_and_rerun_equals_uninterrupted(name, dataset_path, tmp_path, monkeypatch):
     hp = dict(HP, steps=50, checkpoint_every=10)  # curve rows every step; dropout on
+
     def run(stem):
-        return train(dataset_path, name, 5, hp, tmp_path / f"{stem}.pt", tmp_path / f"{stem}.csv", device="cpu", progress=False)
+        return train(
+            dataset_path, name, 5, hp, tmp_path / f"{stem}.pt", tmp_path / f"{stem}.csv", device="cpu", progress=False
+        )
 
     straight = run("straight")
 

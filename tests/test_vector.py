@@ -35,7 +35,8 @@ def _batched_episodes(env_id, B, seeds, table, num_workers):
             final = benv.final_observations
             for slot in np.flatnonzero(active):
                 episodes.setdefault(int(ids[slot]), []).append(
-                    (obs[slot], rew[slot], final[slot], term[slot], trunc[slot]))
+                    (obs[slot], rew[slot], final[slot], term[slot], trunc[slot])
+                )
             new_ids = benv.episode_ids
             for slot in np.flatnonzero(active & (term | trunc)):
                 if new_ids[slot] >= 0:  # restarted: the row holds the new episode's first observation
@@ -120,8 +121,9 @@ def test_collection_restarts_slots_and_does_not_depend_on_workers(tmp_path, hopp
 
     paths = [tmp_path / "w1.parquet", tmp_path / "w2.parquet"]
     for workers, path in zip((1, 2), paths):
-        collect_dataset(hopper_policy, "amateur", "high", 9, path, batch_size=4, seed=5, progress=False,
-                        workers=workers)
+        collect_dataset(
+            hopper_policy, "amateur", "high", 9, path, batch_size=4, seed=5, progress=False, workers=workers
+        )
     a, b = (load_dataset(p) for p in paths)
     for name in ("observations", "next_observations", "actions", "rewards", "preferences", "terminals", "timeouts"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)

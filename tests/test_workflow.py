@@ -51,8 +51,10 @@ def test_paper_grid_dry_run(tmp_path):
     [
         (lambda c: c.update(models=["bc", "transformer-xl"]), "models[1]: 'transformer-xl' is not one of"),
         (lambda c: c["train"].update(returns_to_go="discounted"), "train.returns_to_go: 'discounted' is not one of"),
-        (lambda c: c["train"].update(statistics_from="expert-high"),
-         "this config has no MO-HalfCheetah-v2 expert-high"),
+        (
+            lambda c: c["train"].update(statistics_from="expert-high"),
+            "this config has no MO-HalfCheetah-v2 expert-high",
+        ),
     ],
 )
 def test_bad_config_fails_before_any_job_runs(tmp_path, mutate, expected):
@@ -146,8 +148,16 @@ def test_smoke_pipeline_end_to_end(tmp_path):
 
     config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
     # Two threads for the stepping rules: multi-threaded stepping must work under Snakemake too.
-    res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"),
-                    "--set-threads", "collect=2", "behavior_front=2", cwd=tmp_path)
+    res = snakemake(
+        "--cores",
+        "2",
+        "--configfile",
+        str(ROOT / "configs/smoke.yaml"),
+        "--set-threads",
+        "collect=2",
+        "behavior_front=2",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     R = tmp_path / config["results_dir"]
     n_points = {"MO-HalfCheetah-v2": 4, "MO-Hopper-v3": 10}  # divisions 3
@@ -177,7 +187,12 @@ def test_smoke_pipeline_end_to_end(tmp_path):
         assert f"| {env} | amateur low-H |" in table
     assert "MODT(P)" in table and "MORvS(P)" in table and "BC(P)" in table
     n_datasets = len(config["envs"]) * len(config["qualities"]) * len(config["entropies"])
-    for kind, n in (("pareto", n_datasets), ("preference", n_datasets), ("curves", n_datasets), ("hv", len(config["envs"]))):
+    for kind, n in (
+        ("pareto", n_datasets),
+        ("preference", n_datasets),
+        ("curves", n_datasets),
+        ("hv", len(config["envs"])),
+    ):
         assert len(list((R / "tables/plots" / kind).glob("*.png"))) == n, kind
         assert len(list((R / "tables/plots" / kind).glob("*.pdf"))) == n, kind
     for stage in ("behavior", "behavior_front", "collect", "train", "evaluate"):

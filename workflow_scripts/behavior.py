@@ -1,7 +1,9 @@
 """Rule `behavior`: train one environment's behavior policy."""
+
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
-from morl.errors import run_stage
+
 from morl.behavior import train_behavior
+from morl.errors import run_stage
 from morl.progress import log_to
 
 

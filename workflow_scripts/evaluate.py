@@ -1,5 +1,7 @@
 """Rule `evaluate`: one trained model on the preference grid."""
+
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
+
 from morl.errors import run_stage
 from morl.evaluate import evaluate_checkpoint
 from morl.progress import log_to
@@ -10,10 +12,19 @@ def main(sm) -> None:
     # Physics on `threads` cores; the policy on one torch thread, which evaluate_checkpoint sets
     # itself (morl.evaluate.EVALUATION_TORCH_THREADS), as for `morl evaluate`.
     with log_to(sm.log[0]):
-        evaluate_checkpoint(sm.input.checkpoint, sm.input.dataset, sm.output.evaluation, s["divisions"],
-                            s["episodes"], s["seed"], expect_env=sm.wildcards.env, summary_path=sm.output.summary,
-                            workers=sm.threads, reference_dataset=next(iter(sm.input.reference), None),
-                            definitions=sm.params.definitions)
+        evaluate_checkpoint(
+            sm.input.checkpoint,
+            sm.input.dataset,
+            sm.output.evaluation,
+            s["divisions"],
+            s["episodes"],
+            s["seed"],
+            expect_env=sm.wildcards.env,
+            summary_path=sm.output.summary,
+            workers=sm.threads,
+            reference_dataset=next(iter(sm.input.reference), None),
+            definitions=sm.params.definitions,
+        )
 
 
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,

@@ -1,7 +1,8 @@
 """Rule `train`: one model on one dataset with one seed."""
-import torch
 
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
+import torch
+
 from morl.errors import run_stage
 from morl.progress import log_to
 from morl.training import train
@@ -10,9 +11,16 @@ from morl.training import train
 def main(sm) -> None:
     torch.set_num_threads(sm.threads)
     with log_to(sm.log[0]):
-        train(sm.input.dataset, sm.wildcards.model, int(sm.wildcards.seed), sm.params.settings,
-              sm.output.checkpoint, curve_path=sm.output.curve, expect_env=sm.wildcards.env,
-              reference_dataset=next(iter(sm.input.reference), None))
+        train(
+            sm.input.dataset,
+            sm.wildcards.model,
+            int(sm.wildcards.seed),
+            sm.params.settings,
+            sm.output.checkpoint,
+            curve_path=sm.output.curve,
+            expect_env=sm.wildcards.env,
+            reference_dataset=next(iter(sm.input.reference), None),
+        )
 
 
 # Guarded: worker processes (BatchedEnv, started with "spawn") import this file as __mp_main__,
