@@ -36,7 +36,9 @@ def relabelled(src, dest, **changes):
     """A self-consistent behavior checkpoint like ``src`` with other metadata (and an actor that fits it)."""
     st = load_torch(src)
     st.update(changes)
-    actor = Actor(st["obs_dim"], st["act_dim"], st["n_obj"], st["hidden"], [-1.0] * st["act_dim"], [1.0] * st["act_dim"])
+    actor = Actor(
+        st["obs_dim"], st["act_dim"], st["n_obj"], st["hidden"], [-1.0] * st["act_dim"], [1.0] * st["act_dim"]
+    )
     st["act_low"], st["act_high"] = [-1.0] * st["act_dim"], [1.0] * st["act_dim"]
     st["pref_low"], st["pref_high"] = [0.0] * st["n_obj"], [1.0] * st["n_obj"]
     st["actor"] = actor.state_dict()
@@ -53,7 +55,9 @@ def test_a_listed_policy_of_the_env_is_accepted(folder):
 
 def test_every_mismatch_is_refused_naming_the_file(folder):
     path = folder / f"{ENV}.pt"
-    with pytest.raises(InputError, match=rf"MO-Hopper-v3: no shipped behavior policy; expected {folder}/MO-Hopper-v3.pt"):
+    with pytest.raises(
+        InputError, match=rf"MO-Hopper-v3: no shipped behavior policy; expected {folder}/MO-Hopper-v3.pt"
+    ):
         check_shipped_policy("MO-Hopper-v3", folder)
 
     original = path.read_bytes()
@@ -77,7 +81,9 @@ def test_every_mismatch_is_refused_naming_the_file(folder):
     hopper = relabelled(path, folder / "MO-Hopper-v2.pt", env_id="MO-Hopper-v2", obs_dim=11, act_dim=3,
                         physics_version=1)  # fmt: skip
     write_sums(folder)
-    with pytest.raises(InputError, match=rf"{hopper}: behavior checkpoint made under physics version 1 of MO-Hopper-v2"):
+    with pytest.raises(
+        InputError, match=rf"{hopper}: behavior checkpoint made under physics version 1 of MO-Hopper-v2"
+    ):
         check_shipped_policy("MO-Hopper-v2", folder)
 
     (folder / "SHA256SUMS").write_text("")
@@ -112,3 +118,38 @@ def test_config_key_is_checked_when_the_config_is_validated(config, folder, monk
     config["behavior"]["overrides"] = []
     validate_config(config, "c.yaml")
     assert behavior_settings(config, ENV)["shipped"] is False
+
+
+# ----------------------------------------------------------------------------- the files that ship
+SHIPPED = sorted(p.stem for p in shipped.SHIPPED_DIR.glob("*.pt"))
+
+
+@pytest.mark.parametrize("env_id", SHIPPED)
+def test_every_shipped_policy_passes_its_checks_and_its_card_is_true(env_id):
+    path = check_shipped_policy(env_id)
+    assert path.stat().st_size < 2 * 1024 * 1024
+    state = torch.load(path, weights_only=True)
+    assert state["env_id"] == env_id and "agent" not in state  # the actor only, no training state
+    card = (shipped.SHIPPED_DIR / "README.md").read_text()
+    assert file_sha256(path) in card, f"behaviors/README.md does not give the SHA-256 of {path.name}"
+
+
+def test_a_config_with_shipped_policies_trains_none_and_collects_from_them(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    config = yaml.safe_load((root / "configs/smoke.yaml").read_text())
+    config["envs"] = SHIPPED
+    config["behavior"]["shipped"] = True
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "-n",
+                          "--configfile", "c.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=300)  # fmt: skip
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "rule behavior:" not in out and "rule behavior_front:" in out
+    for env_id in SHIPPED:
+        assert f"input: {shipped.SHIPPED_DIR / (env_id + '.pt')}" in out
