@@ -252,19 +252,15 @@ def estimate_hv(env_id: str, actor: Actor, seed: int, divisions: int | None = No
 
     Runs in its own environments and uses no random generator, so it leaves training untouched.
     """
-    from morl.evaluate import episode_seeds, rollout
+    from morl.evaluate import episode_seeds, rollout, torch_threads
 
     n_obj = get_spec(env_id).n_obj
     prefs = simplex_grid(n_obj, divisions or HV_ESTIMATE_DIVISIONS.get(n_obj, 2))
     seeds = episode_seeds(seed, len(prefs), 1)[0]
     # A forward pass over ~100 rows is slower on several threads than on one (thread handoff costs
     # more than the work; 10x for ~10 rows on a busy 2-core machine), so the estimate runs on one.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         returns, _ = rollout(env_id, _ActorAgent(actor), prefs, np.zeros_like(prefs), seeds)
-    finally:
-        torch.set_num_threads(threads)
     return float(hypervolume(returns))
 
 

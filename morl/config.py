@@ -272,9 +272,7 @@ def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
     """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides applied."""
     behavior = config["behavior"]
     keys = _setting_keys("behavior")
-    optional = {"shipped": False}
-    hp = {k: copy.deepcopy(behavior.get(k, optional.get(k))) if k in optional else copy.deepcopy(behavior[k])
-          for k in keys}  # fmt: skip
+    hp = {"shipped": False, **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior}}  # shipped: optional
     for ov in behavior.get("overrides", []):
         if env_id in ov["envs"]:
             hp.update({k: v for k, v in ov.items() if k in keys})

@@ -204,23 +204,13 @@ def probability_of_improvement(
     The two models must have the same tasks; their numbers of runs may differ (rliable's
     definition and its bootstrap allow that).
 
-    Args:
-        scores: model name -> ``(n_runs, n_tasks)`` array of finite normalised scores, as for
-            :func:`iqm_intervals`. ``n_tasks`` must be the same for every model; ``n_runs`` may
-            differ.
-        confidence: the interval's nominal coverage, strictly between 0 and 1.
-        reps: the number of bootstrap replicates (at least 1).
-        seed: seeds the resampling (0 to 2**32 - 1); the same seed gives the same intervals.
+    Args and errors are those of :func:`iqm_intervals`, except that ``n_runs`` may differ between
+    models.
 
     Returns:
         ``(X, Y) -> (P(X > Y), low, high)`` for every ordered pair of different models, X in the
         order of ``scores`` and, for each X, Y in that order. With a single model there is no
         pair and the result is empty.
-
-    Raises:
-        ValueError: ``scores`` is empty, a name is not a string, an array is not 2-D, has no runs
-            or no tasks, or holds something other than finite numbers; the models' task counts
-            differ; or ``confidence``, ``reps`` or ``seed`` is out of range.
     """
     _check_options(confidence, reps, seed)
     arrays = _check_scores(scores)
@@ -264,17 +254,14 @@ def _poi_replicates(x: np.ndarray, y: np.ndarray, reps: int, rng: np.random.Rand
 
     Draws as rliable's ``StratifiedIndependentBootstrap`` does: per replicate, an ``x.shape``
     array of run indices for X, then a ``y.shape`` array for Y. A replicate's value is P(X > Y)
-    of the resampled arrays, computed
-    without re-ranking: with ``S[m, i, j]`` the comparison of run ``i`` of X with run ``j`` of Y
+    of the resampled arrays, computed without re-ranking: with ``S[m, i, j]`` the comparison of run ``i`` of X with run ``j`` of Y
     on task ``m`` (1, 1/2 or 0) and ``cx[m, i]``, ``cy[m, j]`` how often the replicate drew
     those runs, task ``m``'s U statistic is ``cx[m] @ S[m] @ cy[m]``. Every term is a multiple
     of 1/2, so the sums are exact.
     """
     n_x, n_tasks = x.shape
     n_y = y.shape[0]
-    xt = x.T[:, :, None]
-    yt = y.T[:, None, :]
-    wins = (xt > yt).astype(np.float64) + 0.5 * (xt == yt)  # (n_tasks, n_x, n_y)
+    wins = _win_table(x, y)
     out = np.empty(reps)
     for start in range(0, reps, _CHUNK):
         m = min(_CHUNK, reps - start)
@@ -370,8 +357,13 @@ def _iqm(x: np.ndarray) -> float:
     return float(trim_mean(x, 0.25, axis=None))
 
 
+def _win_table(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(n_tasks, n_x, n_y)``: 1 where run ``i`` of X beats run ``j`` of Y on a task, 1/2 on a tie, else 0."""
+    xt = x.T[:, :, None]
+    yt = y.T[:, None, :]
+    return (xt > yt).astype(np.float64) + 0.5 * (xt == yt)
+
+
 def _poi(x: np.ndarray, y: np.ndarray) -> float:
     """P(X > Y): per task, the share of (run of X, run of Y) pairs X wins, ties 1/2; mean over tasks."""
-    wins = (x[:, None, :] > y[None, :, :]).mean(axis=(0, 1))
-    ties = (x[:, None, :] == y[None, :, :]).mean(axis=(0, 1))
-    return float(np.mean(wins + 0.5 * ties))
+    return float(_win_table(x, y).mean(axis=(1, 2)).mean())
