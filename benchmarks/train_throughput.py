@@ -1,10 +1,13 @@
-"""Training throughput of each PEDA model at paper size, and the share of batch sampling.
+"""Training throughput of every model at paper size, and the share of batch sampling.
 
-For each model, times optimiser steps (sample + gather a batch, forward, backward, AdamW) on a
+For each PEDA model, times optimiser steps (sample + gather a batch, forward, backward, AdamW) on a
 synthetic HalfCheetah-sized dataset (100,000 steps) at the paper's hyperparameters
-(configs/paper.yaml), and separately the sampling + gathering alone, in the same run.
+(configs/paper.yaml), and separately the sampling + gathering alone, in the same run. For each
+value-based model, runs its family's trainer for ``--value-steps`` updates at its paper's settings
+(actor and critic updates, target networks; no checkpoints) and reports updates/s as the trainer
+measures them.
 
-    python benchmarks/train_throughput.py [--threads 2] [--mlp-steps 200] [--dt-steps 6]
+    python benchmarks/train_throughput.py [--threads 2] [--mlp-steps 200] [--dt-steps 6] [--value-steps 40]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from synthetic import synthetic_dataset  # noqa: E402
 
 from morl.config import train_settings  # noqa: E402
 from morl.data import load_dataset  # noqa: E402
+from morl.families import MODEL_ORDER, family_of, train  # noqa: E402
 from morl.models import MODEL_NAMES, build_model, is_transformer, resolve_hp, window_length  # noqa: E402
 from morl.training import batch_loss, gather_batch, make_optimizer, prepare_tensors, sample_indices  # noqa: E402
 
@@ -69,12 +73,15 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--mlp-steps", type=int, default=200)
     p.add_argument("--dt-steps", type=int, default=6)
+    p.add_argument("--value-steps", type=int, default=40)
     p.add_argument("--env", default="MO-HalfCheetah-v2")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     config = yaml.safe_load((ROOT / "configs/paper.yaml").read_text())
-    with tempfile.TemporaryDirectory() as tmp:
-        ds = load_dataset(synthetic_dataset(Path(tmp) / "synthetic.parquet"))
+    tmp_dir = tempfile.TemporaryDirectory()
+    tmp = Path(tmp_dir.name)
+    data_path = synthetic_dataset(tmp / "synthetic.parquet")
+    ds = load_dataset(data_path)
     print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} threads, "
           f"dataset {ds.n_steps} steps; paper hyperparameters from configs/paper.yaml ({args.env})\n")  # fmt: skip
     print("| model | step (ms) | samples/s | batch sampling (ms) | sampling share of step |")
@@ -85,6 +92,14 @@ def main(argv=None) -> int:
         r = time_model(name, data, ds, hp, args.dt_steps if is_transformer(name) else args.mlp_steps)
         print(f"| {name} | {r['step_ms']:.1f} | {r['samples_per_s']:.0f} | {r['sampling_ms']:.2f} "
               f"| {100 * r['sampling_share']:.1f}% |", flush=True)  # fmt: skip
+    print("\n| model | updates/s | samples/s | batch |")
+    print("|---|---|---|---|")
+    for name in (m for m in MODEL_ORDER if family_of(m).name != "peda"):
+        settings = dict(train_settings(config, args.env, name), steps=args.value_steps, checkpoint_every=0)
+        summary = train(data_path, name, 0, settings, tmp / f"{name}.pt", device="cpu", progress=False)
+        print(f"| {name} | {summary['steps_per_s']:.1f} | {summary['samples_per_s']:.0f} | {settings['batch_size']} |",
+              flush=True)  # fmt: skip
+    tmp_dir.cleanup()
     return 0
 
 

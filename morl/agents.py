@@ -124,6 +124,21 @@ def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
     return ckpt
 
 
+def as_batch(name: str, array, width: int, batch_size: int, device: torch.device, dtype=torch.float32) -> torch.Tensor:
+    """``array`` as a ``(batch_size, width)`` tensor on ``device`` (any batch size while ``batch_size`` is
+    0); a wrong shape or a NaN/infinite value raises a ValueError naming ``name``. Every batched
+    evaluation agent checks what the evaluator hands it with this."""
+    arr = np.asarray(array)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (batch, {width}), got shape {arr.shape}")
+    expected = (batch_size or arr.shape[0], width)
+    if arr.shape != expected:
+        raise ValueError(f"{name} must have shape {expected}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return torch.as_tensor(arr, dtype=dtype).to(device)
+
+
 class Agent:
     """A batched, deterministic policy for evaluation (eval mode, no gradients).
 
@@ -174,15 +189,7 @@ class Agent:
 
     # ----------------------------------------------------------------- episode bookkeeping
     def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
-        arr = np.asarray(array)
-        if arr.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D array (batch, {width}), got shape {arr.shape}")
-        expected = (self.batch_size or arr.shape[0], width)
-        if arr.shape != expected:
-            raise ValueError(f"{name} must have shape {expected}, got {arr.shape}")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{name} contains NaN or infinite values")
-        return torch.as_tensor(arr, dtype=dtype).to(self.device)
+        return as_batch(name, array, width, self.batch_size, self.device, dtype)
 
     def reset(self, preferences, target_returns) -> None:
         """Start a batch of episodes: preferences w (B, n_obj), g_0 = target_returns (B, n_obj).

@@ -3,7 +3,8 @@
 Reads every per-point evaluation file given, recomputes the metrics from the achieved returns,
 and writes into ``out_dir``
 
-* ``metrics.csv`` (one row per evaluation: env, quality, entropy, model, seed, HV, SP, RD, EU)
+* ``metrics.csv`` (one row per evaluation: env, quality, entropy, model, seed, HV, SP, ratio
+  deviation, mean utility, EUM, IGD, cardinality)
   and ``baselines.csv`` (B and the trivial zero-/random-action policies, one row each per env);
 * ``hv.{md,csv,tex}`` and ``sp.{md,csv,tex}``: the HV and SP tables in the paper's layout
   (:func:`morl.tables.metric_table`; the CSV has one row per cell and seed);
@@ -13,7 +14,11 @@ and writes into ``out_dir``
 * ``plots/pareto/<env>_<quality>-<entropy>.{png,pdf}``: achieved points and fronts;
 * ``plots/preference/<env>_<quality>-<entropy>.{png,pdf}``: target vs achieved preference;
 * ``plots/hv/<env>.{png,pdf}``: HV by quality and entropy level, bars with seed error bars;
-* ``plots/curves/<env>_<quality>-<entropy>.{png,pdf}``: training curves (when curves are given).
+* ``plots/curves/<env>_<quality>-<entropy>.{png,pdf}``: training curves (when curves are given);
+* ``intervals.{md,csv,tex}``: per cell, HV with a bootstrap interval over seeds, HV / B, EUM, IGD
+  and cardinality; ``iqm.{md,csv,tex}`` and ``improvement.{md,csv,tex}``: the interquartile mean
+  of HV / B per model and the probability of improvement between models, with intervals
+  (:mod:`morl.stats`), drawn in ``plots/statistics/{iqm,improvement}.{png,pdf}``.
 
 Cells without evaluations are shown as "—" with a footnote, so everything can be built from
 whatever evaluations exist while an experiment is running. Files that would be counted twice, or
@@ -26,12 +31,14 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from morl.data import DataFileError, FileMismatchError, atomic_write, short_hash
 from morl.envs import ENV_SPECS, get_spec
 from morl.errors import InputError
 from morl.evaluate import read_evaluation, summarize
+from morl.metrics import cardinality, eum, hypervolume, igd, pareto_front, return_deviation
 from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
 from morl.progress import log
 from morl.tables import (
@@ -44,9 +51,14 @@ from morl.tables import (
     comparison_long,
     comparison_table,
     html_document,
+    improvement_table,
+    interval_long,
+    interval_table,
+    iqm_table,
     metric_long,
     metric_table,
     model_order,
+    normalised_scores,
     ordered_models,
     sort_datasets,
     to_html,
@@ -57,11 +69,37 @@ from morl.tables import (
 
 Dataset = tuple[str, str, str]
 
+_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "rd_held_out")
 METRICS_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String,
-                  "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "rd": pl.Float64, "eu": pl.Float64,
-                  "n_nondominated": pl.Int64, "n_points": pl.Int64, "file": pl.String}  # fmt: skip
+                  "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "ratio_dev": pl.Float64, "utility": pl.Float64,
+                  "n_nondominated": pl.Int64, "n_points": pl.Int64, "eum": pl.Float64, "igd": pl.Float64,
+                  "cardinality": pl.Int64, "coverage": pl.String, "n_held_out": pl.Int64,
+                  "hv_held_out": pl.Float64, "rd_held_out": pl.Float64, "file": pl.String}  # fmt: skip
 BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
-                    **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:]}}  # fmt: skip
+                    **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:] if k not in _COVERAGE_COLUMNS}}  # fmt: skip
+
+
+def entropy_label(meta: dict) -> str:
+    """The entropy of an evaluation's dataset as the tables label it: ``high`` for the complete data,
+    ``high-shattered`` for its shattered coverage variant (the run folder names it the same way)."""
+    coverage = meta.get("coverage")
+    return meta.get("entropy") if coverage in (None, "complete") else f"{meta.get('entropy')}-{coverage}"
+
+
+def held_out_measures(meta: dict, arr: dict) -> dict:
+    """Over the preferences a coverage variant held out: how many, the HV of the returns achieved
+    there and the return deviation from the complete data's front (nulls for complete data)."""
+    if "held_out" not in arr:
+        return {"coverage": meta.get("coverage") or "complete", "n_held_out": None, "hv_held_out": None,
+                "rd_held_out": None}  # fmt: skip
+    sel = arr["held_out"]
+    returns = arr["return"][sel]
+    return {
+        "coverage": meta.get("coverage"),
+        "n_held_out": int(sel.sum()),
+        "hv_held_out": float(hypervolume(returns)) if len(returns) else None,
+        "rd_held_out": float(return_deviation(returns, arr["data_front_return"][sel])) if len(returns) else None,
+    }
 
 
 def _refuse_same_files(paths: Sequence[str | os.PathLike]) -> None:
@@ -117,7 +155,7 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
         fronts[env] = path
         agree(behavior, env, meta.get("checkpoint_sha256"), path, "is the front of behavior policy sha256 {}")
     for path, meta in model_evals:
-        env, cell = meta.get("env_id"), (meta.get("env_id"), meta.get("quality"), meta.get("entropy"))
+        env, cell = meta.get("env_id"), (meta.get("env_id"), meta.get("quality"), entropy_label(meta))
         run = (*cell, meta.get("model"), meta.get("train_seed"))
         sha = meta.get("checkpoint_sha256")
         if sha and sha in checkpoints:
@@ -144,8 +182,17 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
               "is of a model normalised with the expert-high dataset sha256 {}")  # fmt: skip
 
 
+def front_measures(returns) -> dict[str, float]:
+    """EUM and cardinality of one set of achieved returns."""
+    return {"eum": eum(returns), "cardinality": cardinality(returns)}
+
+
 def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike]):
-    """One row per evaluation: env, quality, entropy, model, seed, hv, sp, rd, eu, n_nondominated.
+    """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev, utility,
+    n_nondominated, n_points, eum, igd (to the union front of B and every model evaluated on the same
+    dataset, from the files given), cardinality, and for a coverage variant of a dataset (its
+    entropy labelled e.g. ``high-shattered``) the held-out count, HV and return deviation
+    (:func:`held_out_measures`); baselines have no igd.
 
     The files are checked first (:func:`check_evaluations`); a file given twice is refused.
     """
@@ -154,17 +201,28 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     models = [(path, *read_evaluation(path)) for path in model_evals]
     fronts = [(path, *read_evaluation(path)) for path in behavior_evals]
     check_evaluations([(p, m) for p, m, _ in models], [(p, m) for p, m, _ in fronts])
+    behavior_returns = {meta["env_id"]: arr["return"][arr["policy"] == "behavior"] for _, meta, arr in fronts}
+    # IGD's reference: per dataset, the front of everything evaluated on it, B included
+    union: dict[tuple, list] = {}
+    for _, meta, arr in models:
+        cell = (meta["env_id"], meta["quality"], entropy_label(meta))
+        union.setdefault(cell, [behavior_returns[cell[0]]] if cell[0] in behavior_returns else []).append(arr["return"])
+    reference = {cell: pareto_front(np.concatenate(parts)) for cell, parts in union.items()}
     rows = []
     for path, meta, arr in models:
         s = summarize(arr["preference"], arr["return"])
-        rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": meta["entropy"],
-                     "model": meta["model"], "seed": meta["train_seed"], **s, "file": str(path)})  # fmt: skip
+        cell = (meta["env_id"], meta["quality"], entropy_label(meta))
+        rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": cell[2],
+                     "model": meta["model"], "seed": meta["train_seed"], **s, **front_measures(arr["return"]),
+                     "igd": igd(arr["return"], reference[cell]), **held_out_measures(meta, arr),
+                     "file": str(path)})  # fmt: skip
     baselines = []
     for path, meta, arr in fronts:
         for policy in ("behavior", "zero", "random"):
             sel = arr["policy"] == policy
             s = summarize(arr["preference"][sel], arr["return"][sel])
-            baselines.append({"env": meta["env_id"], "policy": policy, **s, "file": str(path)})
+            baselines.append({"env": meta["env_id"], "policy": policy, **s, **front_measures(arr["return"][sel]),
+                              "igd": None, "file": str(path)})  # fmt: skip
     return pl.DataFrame(rows, schema=METRICS_SCHEMA), pl.DataFrame(baselines, schema=BASELINES_SCHEMA)
 
 
@@ -247,6 +305,11 @@ def aggregate(
     comparison = comparison_long(metrics, baselines, datasets, models)
     tables["paper_comparison"] = comparison_table(comparison, datasets, models)
     longs["paper_comparison"] = comparison
+    longs["intervals"] = interval_long(metrics, baselines, datasets, models)
+    tables["intervals"] = interval_table(longs["intervals"])
+    scores, score_rows = normalised_scores(metrics, baselines, datasets, models)
+    tables["iqm"], longs["iqm"] = iqm_table(scores, score_rows)
+    tables["improvement"], longs["improvement"] = improvement_table(scores)
     for name, table in tables.items():
         out[f"{name}_md"] = _write_text(out_dir / f"{name}.md", f"## {table.title}\n\n{to_markdown(table)}\n")
         out[f"{name}_csv"] = _write_csv(out_dir / f"{name}.csv", longs[name])
@@ -259,8 +322,8 @@ def aggregate(
         md += ["## Behavior front against trivial policies (HV)", "", baseline_table(baselines), ""]
     out["results"] = _write_text(out_dir / "results.md", "\n".join(md))
 
-    written = write_plots(out_dir / "plots", metrics, baselines, datasets, models, curves or {}, behavior_evals) \
-        if plots else {}  # fmt: skip
+    written = write_plots(out_dir / "plots", metrics, baselines, datasets, models, curves or {}, behavior_evals,
+                          (longs["iqm"], longs["improvement"])) if plots else {}  # fmt: skip
     out.update(written)
     figures = [
         (f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over seeds.", p)
@@ -276,6 +339,10 @@ def aggregate(
         for k, p in written.items()
         if k.startswith("plot:")
     ]
+    figures += [
+        ("Interquartile mean of HV / B per model over every dataset row and seed, bars = 95% stratified-bootstrap "
+         "intervals (Agarwal et al. 2021).", p) for k, p in written.items() if k == "statistics:iqm"
+    ]  # fmt: skip
     page = html_document([to_html(t, table_id=f"table-{name}") for name, t in tables.items()], figures,
                          title="Results: tables and figures")  # fmt: skip
     out["summary"] = _write_text(out_dir / "summary.html", page)
@@ -285,12 +352,23 @@ def aggregate(
 
 def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
                 models: Sequence[str], curves: Mapping[str, str | os.PathLike],
-                behavior_evals: Sequence[str | os.PathLike]) -> dict[str, Path]:  # fmt: skip
+                behavior_evals: Sequence[str | os.PathLike],
+                statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Path]:  # fmt: skip
     """Every figure of the module docstring (PNG and PDF); returns the PNG paths, keyed
-    ``plot:<env>/<quality>-<entropy>`` (Pareto), ``preference:...``, ``curves:...`` and ``hv:<env>``."""
-    from morl.plots import curves_figure, hv_bars_figure, pareto_figure, preference_figure, save_figure
+    ``plot:<env>/<quality>-<entropy>`` (Pareto), ``preference:...``, ``curves:...``, ``hv:<env>`` and
+    ``statistics:iqm`` / ``statistics:improvement`` (from ``statistics``: the IQM and
+    probability-of-improvement frames of :func:`morl.tables.iqm_table` and :func:`morl.tables.improvement_table`)."""
+    from morl.plots import (
+        curves_figure,
+        hv_bars_figure,
+        improvement_figure,
+        iqm_figure,
+        pareto_figure,
+        preference_figure,
+        save_figure,
+    )
 
-    for kind in ("pareto", "preference", "hv", "curves"):
+    for kind in ("pareto", "preference", "hv", "curves", "statistics"):
         (plot_dir / kind).mkdir(parents=True, exist_ok=True)
     behavior_points = {}
     for path in behavior_evals:
@@ -333,4 +411,10 @@ def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, 
         frame = pl.DataFrame(stats).select("quality", "entropy", "model", "mean", "std", "n")
         fig = hv_bars_figure(f"HV by dataset: {env}", frame, unit_label(HV_UNITS.get(env, 1.0)))
         out[f"hv:{env}"], _ = save_figure(fig, plot_dir / "hv" / env)
+    iqm, improvement = statistics if statistics is not None else (None, None)
+    if iqm is not None and len(iqm):
+        out["statistics:iqm"], _ = save_figure(iqm_figure(iqm), plot_dir / "statistics" / "iqm")
+    if improvement is not None and len(improvement):
+        out["statistics:improvement"], _ = save_figure(improvement_figure(improvement),
+                                                       plot_dir / "statistics" / "improvement")  # fmt: skip
     return out

@@ -87,7 +87,7 @@ def cmd_dataset_info(args) -> int:
 def cmd_train(args) -> int:
     from morl.config import load_config, train_settings
     from morl.data import read_meta
-    from morl.training import train
+    from morl.families import train
 
     config = load_config(args.config)
     env_id = read_meta(args.dataset)["env_id"]
@@ -107,19 +107,28 @@ def cmd_train(args) -> int:
 
 
 def cmd_evaluate(args) -> int:
-    from morl.agents import load_checkpoint
     from morl.config import load_config, training_definitions
     from morl.data import read_meta
     from morl.evaluate import evaluate_checkpoint
+    from morl.families import checkpoint_model
 
     config = load_config(args.config)
     s = config["evaluate"]
-    model = load_checkpoint(args.checkpoint)["model_name"]
+    model = checkpoint_model(args.checkpoint)
     definitions = training_definitions(config, read_meta(args.dataset)["env_id"], model)
     summary = evaluate_checkpoint(args.checkpoint, args.dataset, args.output, s["divisions"], s["episodes"], s["seed"],
                                   workers=args.workers, reference_dataset=args.reference_dataset,
-                                  definitions=definitions)  # fmt: skip
+                                  definitions=definitions, coverage_source=args.coverage_source)  # fmt: skip
     print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_derive_coverage(args) -> int:
+    from morl.config import coverage_settings, load_config
+    from morl.coverage import derive_file
+
+    record = derive_file(args.dataset, args.coverage, coverage_settings(load_config(args.config)), args.output)
+    print(json.dumps(record, indent=2))
     return 0
 
 
@@ -190,7 +199,7 @@ def _output_dir(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from morl.models import MODEL_NAMES
+    from morl.families import MODEL_ORDER
 
     p = argparse.ArgumentParser(prog="morl", description=__doc__)
     p.add_argument("--debug", action="store_true", help="show the traceback of an expected error too "
@@ -248,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
     sp.add_argument("--dataset", required=True)
-    sp.add_argument("--model", required=True, choices=MODEL_NAMES)
+    sp.add_argument("--model", required=True, choices=MODEL_ORDER)
     sp.add_argument("--seed", type=_seed, default=0)
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--curve", default=None, type=_output_file)
@@ -269,6 +278,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
     )
+
+    sp.add_argument("--coverage-source", default=None, help="for a coverage variant of a dataset: the complete "
+                    "dataset it was derived from (tags the held-out preferences)")  # fmt: skip
+
+    sp = with_config(add("derive-coverage", cmd_derive_coverage, "cut preference bands out of a dataset: its "
+                         "shattered or narrow coverage variant"))  # fmt: skip
+    sp.add_argument("--dataset", required=True, help="the complete dataset")
+    sp.add_argument("--coverage", required=True, choices=["shattered", "narrow"])
+    sp.add_argument("--output", required=True, type=_output_file)
 
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")

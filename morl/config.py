@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from morl.errors import InputError
+from morl.families import DISPLAY, FAMILIES, MODEL_ORDER, family_of
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
@@ -29,14 +30,30 @@ class ConfigError(InputError):
 
 @lru_cache(maxsize=1)
 def load_schema() -> dict:
+    """The config schema: ``schemas/config.schema.yaml`` completed from the family registry (the model
+    names, and one ``train.<family>`` settings section per family, also allowed in overrides)."""
     if not SCHEMA_PATH.exists():
         raise ConfigError(f"{SCHEMA_PATH}: config schema not found (is the package installed from a checkout?)")
     with open(SCHEMA_PATH) as f:
-        return yaml.safe_load(f)
+        schema = yaml.safe_load(f)
+    schema["$defs"]["model"] = {"enum": list(MODEL_ORDER)}
+    train = schema["properties"]["train"]
+    for fam in FAMILIES:
+        if fam.top_level_settings:
+            continue
+        names = ", ".join(DISPLAY[m.name] for m in fam.models)
+        section = {
+            "type": "object",
+            "description": f"Settings of {names} that differ from the method paper's defaults (docs/protocol.md).",
+        }
+        train["properties"][fam.name] = section
+        train["properties"]["overrides"]["items"]["properties"][fam.name] = section
+    return schema
 
 
 def _setting_keys(section: str) -> tuple[str, ...]:
-    """The keys an override may set in ``section`` ("train" or "behavior"), as the schema lists them."""
+    """The keys an override may set in ``section`` ("train" or "behavior"), as the schema lists them
+    (for ``train``: the PEDA models' settings; the other families' sit in ``train.<family>``)."""
     return tuple(load_schema()["$defs"][f"{section}_settings"])
 
 
@@ -112,6 +129,13 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     for i, ov in enumerate(config["train"]["overrides"]):
         for env_id in ov.get("envs", []):
             check_env(env_id, f"train.overrides[{i}].envs", source)
+        _check_override_targets(ov, f"train.overrides[{i}]", source)
+    for fam in FAMILIES:
+        if not fam.top_level_settings and config["train"].get(fam.name):
+            try:
+                fam.load().resolve_settings(config["train"][fam.name])
+            except InputError as exc:
+                raise ConfigError(f"{source}: train.{fam.name}: {exc}") from None
     for i, ov in enumerate(config["behavior"].get("overrides", [])):
         for j, env_id in enumerate(ov["envs"]):
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
@@ -124,18 +148,21 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
             except InputError as exc:
                 raise ConfigError(f"{source}: behavior.shipped: {exc}") from None
         for model in config["models"]:
-            hp = train_settings(config, env_id, model)
-            if hp["embed_dim"] % hp["n_head"]:
-                raise ConfigError(
-                    f"{source}: train.embed_dim: {hp['embed_dim']} is not divisible by train.n_head: {hp['n_head']} "
-                    f"(for {model} on {env_id}); each attention head takes an equal share of the embedding"
-                )
-            if hp["eval_context_length"] > hp["context_length"]:
-                raise ConfigError(
-                    f"{source}: train.eval_context_length: {hp['eval_context_length']} is greater than "
-                    f"train.context_length: {hp['context_length']} (for {model} on {env_id}); a model is "
-                    "evaluated on at most the context it was trained on"
-                )
+            _check_train_settings(config, env_id, model, source)
+    try:
+        coverage_settings(config)
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    if set(config.get("coverages", ["complete"])) - {"complete"}:
+        leaky = [(e, m) for e in config["envs"] for m in config["models"]
+                 if family_of(m).top_level_settings and train_settings(config, e, m)["statistics_from"] == "expert-high"]  # fmt: skip
+        if leaky:
+            e, m = leaky[0]
+            raise ConfigError(
+                f"{source}: coverages: a coverage variant holds preferences out of the data, but train.statistics_from "
+                f"is expert-high (e.g. for {m} on {e}): the initial targets would come from a regression on the complete "
+                "expert-high data, held-out preferences included; set train.statistics_from: dataset"
+            )
     divisions = config["evaluate"]["divisions"]
     if divisions is not None:
         _check_grid_size(config, divisions, source)
@@ -155,6 +182,49 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
             "train.statistics_from: dataset"
         )
     return config
+
+
+def _check_override_targets(ov: dict[str, Any], where: str, source) -> None:
+    """Refuse an override that sets settings none of its models read (they would be ignored)."""
+    models = ov.get("models", MODEL_ORDER)
+    families = {family_of(m).name for m in models}
+    peda_keys = sorted(set(ov) & set(_setting_keys("train")))
+    if peda_keys and not any(f.top_level_settings and f.name in families for f in FAMILIES):
+        raise ConfigError(
+            f"{source}: {where}: sets {', '.join(peda_keys)}, which only PEDA's models read, but its "
+            f"models are {', '.join(models)}; put them under the family's key instead"
+        )
+    for fam in FAMILIES:
+        if fam.name in ov and fam.name not in families:
+            raise ConfigError(
+                f"{source}: {where}.{fam.name}: none of its models ({', '.join(models)}) is a "
+                f"{fam.name} model ({', '.join(m.name for m in fam.models)})"
+            )
+
+
+def _check_train_settings(config: dict[str, Any], env_id: str, model: str, source) -> None:
+    """The settings of one (env, model) cell, resolved and checked; ConfigError naming the key."""
+    fam = family_of(model)
+    if not fam.top_level_settings:
+        try:
+            train_settings(config, env_id, model)
+        except InputError as exc:
+            raise ConfigError(
+                f"{source}: train.{fam.name} (or an override of it, for {model} on {env_id}): {exc}"
+            ) from None
+        return
+    hp = train_settings(config, env_id, model)
+    if hp["embed_dim"] % hp["n_head"]:
+        raise ConfigError(
+            f"{source}: train.embed_dim: {hp['embed_dim']} is not divisible by train.n_head: {hp['n_head']} "
+            f"(for {model} on {env_id}); each attention head takes an equal share of the embedding"
+        )
+    if hp["eval_context_length"] > hp["context_length"]:
+        raise ConfigError(
+            f"{source}: train.eval_context_length: {hp['eval_context_length']} is greater than "
+            f"train.context_length: {hp['context_length']} (for {model} on {env_id}); a model is "
+            "evaluated on at most the context it was trained on"
+        )
 
 
 #: The most points an evaluation grid may have (the protocol's grids have 501 and 325).
@@ -244,14 +314,30 @@ def imported_datasets(config: dict[str, Any]) -> dict[tuple[str, str, str], str]
 
 
 def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str, Any]:
-    """Training hyperparameters for one (env, model) cell: the defaults with matching overrides applied."""
+    """Training settings for one (env, model) cell: the defaults with matching overrides applied.
+
+    PEDA's models read the top-level ``train`` keys. Every other family reads ``train.<family>``
+    (only what differs from its paper's defaults) and the ``<family>`` mappings of the matching
+    overrides, and gets its full settings back, defaults filled in and checked.
+    """
     train = config["train"]
-    keys = _setting_keys("train")
-    hp = {k: copy.deepcopy(train[k]) for k in keys}
+    fam = family_of(model)
+
+    def matches(ov):
+        return env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model])
+
+    if fam.top_level_settings:
+        keys = _setting_keys("train")
+        hp = {k: copy.deepcopy(train[k]) for k in keys}
+        for ov in train["overrides"]:
+            if matches(ov):
+                hp.update({k: v for k, v in ov.items() if k in keys})
+        return hp
+    hp = copy.deepcopy(train.get(fam.name) or {})
     for ov in train["overrides"]:
-        if env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model]):
-            hp.update({k: v for k, v in ov.items() if k in keys})
-    return hp
+        if matches(ov):
+            hp.update(copy.deepcopy(ov.get(fam.name) or {}))
+    return fam.load().resolve_settings(hp)
 
 
 def reference_cell(config: dict[str, Any], env_id: str, model: str) -> tuple[str, str, str] | None:
@@ -263,9 +349,17 @@ def reference_cell(config: dict[str, Any], env_id: str, model: str) -> tuple[str
 
 
 def training_definitions(config: dict[str, Any], env_id: str, model: str) -> dict[str, str]:
-    """The ``returns_to_go`` and ``statistics_from`` of one (env, model) cell, which its checkpoints record."""
+    """The training definitions of one (env, model) cell, which its checkpoints record: for PEDA's
+    models ``returns_to_go`` and ``statistics_from``, for the value-based ones ``statistics_from``."""
     hp = train_settings(config, env_id, model)
-    return {"returns_to_go": hp["returns_to_go"], "statistics_from": hp["statistics_from"]}
+    return {k: hp[k] for k in family_of(model).load().DEFINITIONS}
+
+
+def coverage_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The band settings of the shattered and narrow coverage variants, defaults filled in."""
+    from morl.coverage import check_settings
+
+    return check_settings(config.get("coverage"))
 
 
 def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:

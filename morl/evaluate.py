@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
+from morl.coverage import held_out
 from morl.data import (
     META_KEY,
     FileMismatchError,
@@ -51,7 +52,7 @@ from morl.data import (
 )
 from morl.envs import get_spec, make_env
 from morl.errors import InputError
-from morl.metrics import expected_utility, hypervolume, pareto_front, return_deviation, sparsity
+from morl.metrics import front_at, hypervolume, mean_utility, pareto_front, ratio_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
 from morl.vector import BatchedEnv
@@ -194,12 +195,12 @@ def rollout_sequential(env_id: str, agent: Agent, preferences: np.ndarray, targe
 
 
 def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
-    """HV, SP, RD, EU and the number of non-dominated points of one evaluation."""
+    """HV, SP, ratio deviation, mean utility and the number of non-dominated points of one evaluation."""
     return {
         "hv": float(hypervolume(returns)),
         "sp": float(sparsity(returns)),
-        "rd": float(return_deviation(preferences, returns)),
-        "eu": float(expected_utility(preferences, returns)),
+        "ratio_dev": float(ratio_deviation(preferences, returns)),
+        "utility": float(mean_utility(preferences, returns)),
         "n_nondominated": int(len(pareto_front(returns))),
         "n_points": int(len(returns)),
     }
@@ -315,6 +316,9 @@ def write_evaluation(output: str | os.PathLike, result: dict[str, Any], meta: di
         "length": pa.array(result["lengths"], pa.float64()),
         "episode_seeds": fixed_size_list(result["seeds"], pa.int64()),
     }
+    if "held_out" in result:  # evaluations on a coverage variant
+        columns["held_out"] = pa.array(np.asarray(result["held_out"], bool), pa.bool_())
+        columns["data_front_return"] = fixed_size_list(result["data_front_return"], pa.float64())
     full_meta = {**meta, "summary": result["summary"], "morl_version": __version__}
     table = pa.table(columns).replace_schema_metadata({META_KEY: json.dumps(full_meta, sort_keys=True)})
     atomic_write(output, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
@@ -342,6 +346,23 @@ def check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha: s
         raise FileMismatchError(checkpoint, dataset, differences)
 
 
+def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndarray] | None:
+    """For a coverage variant: its record and the trajectory returns of the complete source dataset
+    (checked to be the file it was derived from); None for a complete dataset."""
+    from morl.coverage import check_derived_from, coverage_record
+
+    record = coverage_record(ds_meta, dataset)
+    if record is None or record["coverage"] == "complete":
+        if coverage_source is not None:
+            raise InputError(f"{dataset}: not a coverage variant, so a coverage source ({coverage_source}) has no use")
+        return None
+    if coverage_source is None:
+        raise InputError(f"{dataset}: a {record['coverage']!r} coverage variant; give the complete dataset it was "
+                         f"derived from ({ds_meta.get('coverage_source')}) as the coverage source")  # fmt: skip
+    check_derived_from(dataset, coverage_source)
+    return record, load_dataset(coverage_source).traj_returns
+
+
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
     dataset: str | os.PathLike,
@@ -355,6 +376,7 @@ def evaluate_checkpoint(
     workers: int = 1,
     reference_dataset: str | os.PathLike | None = None,
     definitions: dict | None = None,
+    coverage_source: str | os.PathLike | None = None,
 ) -> dict[str, float]:
     """Evaluate a trained model on the grid (``dataset`` is its training dataset, refused if
     ``expect_env`` is given and the dataset is for another env, and if it is not the dataset the
@@ -364,10 +386,17 @@ def evaluate_checkpoint(
     training dataset, or the expert-high dataset it was trained with (``reference_dataset``, which
     may be left out when that is the training dataset itself; another file is refused).
     ``definitions``: the ``returns_to_go`` and ``statistics_from`` the caller's settings say; a
-    checkpoint trained under others is refused. With ``summary_path``, the summary (HV, SP, RD,
-    EU, non-dominated points) and what was evaluated also go to a small JSON file there.
+    checkpoint trained under others is refused. With ``summary_path``, the summary (HV, SP, ratio
+    deviation, mean utility, non-dominated points) and what was evaluated also go to a small JSON
+    file there.
+
+    A coverage variant of a dataset (:mod:`morl.coverage`) needs ``coverage_source``, the complete
+    dataset it was derived from (another file is refused, naming both). Each grid point is then
+    tagged ``held_out`` when its preference lies in a band the variant removed, and gets
+    ``data_front_return``, the complete data's front at that preference (:func:`morl.metrics.front_at`),
+    from which the tables compute the return deviation on the held-out points.
     """
-    from morl.agents import load_agent
+    from morl.families import load_agent
     from morl.training import load_reference, resolve_reference
 
     ds = load_dataset(dataset, expect_env=expect_env)
@@ -376,6 +405,7 @@ def evaluate_checkpoint(
     env_id = ds_meta["env_id"]
     dataset_sha = file_sha256(dataset)
     check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha)
+    coverage = _coverage_of(dataset, ds_meta, coverage_source)
     trained = agent.training
     reference = resolve_reference(trained["statistics_from"], ds, dataset, reference_dataset)
     if reference is not None:
@@ -389,6 +419,10 @@ def evaluate_checkpoint(
     coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
     result = evaluate_agent(env_id, agent, divisions, episodes, seed, coef=coef, progress=progress,
                             desc=f"evaluate {Path(checkpoint).parent}", workers=workers)  # fmt: skip
+    if coverage is not None:
+        record, source_returns = coverage
+        result["held_out"] = held_out(result["preferences"], record["bands"])
+        result["data_front_return"] = front_at(result["preferences"], source_returns)
     meta = {
         "kind": "model",
         "env_id": env_id,
@@ -401,7 +435,7 @@ def evaluate_checkpoint(
         "dataset": str(dataset),
         "dataset_sha256": dataset_sha,
         "behavior_sha256": ds_meta.get("behavior_sha256"),
-        "returns_to_go": trained["returns_to_go"],
+        "returns_to_go": trained.get("returns_to_go"),
         "statistics_from": trained["statistics_from"],
         "reference_dataset": None if reference is None else str(reference),
         "reference_dataset_sha256": None if reference is None else trained["reference_dataset_sha256"],
@@ -409,6 +443,11 @@ def evaluate_checkpoint(
         "episodes": episodes,
         "target_regression": coef.tolist(),
     }
+    if coverage is not None:
+        meta["coverage"] = coverage[0]["coverage"]
+        meta["coverage_bands"] = coverage[0]["bands"]
+        meta["coverage_source"] = str(coverage_source)
+        meta["coverage_source_sha256"] = ds_meta.get("coverage_source_sha256")
     write_evaluation(output, result, meta)
     if summary_path is not None:
         keys = ("env_id", "quality", "entropy", "model", "train_seed", "eval_seed", "episodes", "checkpoint")
@@ -479,6 +518,11 @@ def read_evaluation(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, 
         for name in ("preference", "target_return", "return")
     }
     arrays["length"] = table.column("length").to_numpy()
+    if "held_out" in table.column_names:
+        arrays["held_out"] = np.asarray(table.column("held_out").to_pylist(), bool)
+        arrays["data_front_return"] = (
+            table.column("data_front_return").combine_chunks().flatten().to_numpy().reshape(-1, n_obj)
+        )
     if "policy" in table.column_names:
         arrays["policy"] = np.asarray(table.column("policy").to_pylist())
     return meta, arrays

@@ -10,8 +10,11 @@ protocol of ``docs/protocol.md``), this module computes:
   for more (Hypervolume by Slicing Objectives);
 * :func:`sparsity` (SP) - the mean squared gap between neighbouring front points, per objective,
   on the points PEDA keeps (:func:`peda_front`);
-* :func:`return_deviation` (RD) - how far the achieved return ratios are from the preferences;
-* :func:`expected_utility` (EU) - the mean scalarised return ``w . R``;
+* :func:`ratio_deviation` - how far the achieved return ratios are from the preferences (this is
+  not the "return deviation" of later work, which :func:`return_deviation` computes);
+* :func:`return_deviation` (RD) - the distance between achieved returns and reference returns,
+  e.g. those :func:`front_at` reads off a dataset's front at the same preferences;
+* :func:`mean_utility` - the mean scalarised return ``w . R`` of each point at its own preference;
 * :func:`eum` (EUM) - the expected utility metric of morl-baselines: for each weight of a fixed,
   evenly spread set, the best scalarised return over the points, averaged over the weights;
 * :func:`igd` (IGD) - the inverted generational distance to a reference front;
@@ -32,8 +35,10 @@ __all__ = [
     "peda_front",
     "hypervolume",
     "sparsity",
+    "ratio_deviation",
     "return_deviation",
-    "expected_utility",
+    "front_at",
+    "mean_utility",
     "eum",
     "igd",
     "cardinality",
@@ -317,13 +322,13 @@ def sparsity(points) -> float:
     return float(np.sum(np.diff(s, axis=0) ** 2) / (n - 1))
 
 
-def return_deviation(preferences, returns) -> float:
-    """Return Deviation (RD): mean L2 distance between achieved return ratio and preference.
+def ratio_deviation(preferences, returns) -> float:
+    """Mean L2 distance between the achieved return ratio and the preference.
 
     For each point ``i`` with preference ``w_i`` (non-negative, summing to 1) and achieved raw
     return vector ``R_i`` (with ``sum(R_i) > 0``)::
 
-        RD = mean_i || R_i / sum_j R_ij  -  w_i ||_2
+        ratio deviation = mean_i || R_i / sum_j R_ij  -  w_i ||_2
 
     0 means every agent split its return between objectives exactly in the proportions of its
     preference. Points whose return vector does not have a positive sum have no return ratio
@@ -339,8 +344,42 @@ def return_deviation(preferences, returns) -> float:
     return float(np.mean(np.linalg.norm(ratio - w[ok], axis=1)))
 
 
-def expected_utility(preferences, returns) -> float:
-    """Expected Utility (EU): mean over points of the scalarised return ``w_i . R_i``.
+def front_at(preferences, front) -> np.ndarray:
+    """For each preference ``w`` (rows of ``(P, n_obj)``), the point of ``front`` that maximises
+    ``w . r``: the return a front of (e.g. a dataset's) achieved returns offers at that preference.
+    Ties go to the first such point of ``pareto_front(front)``."""
+    z = pareto_front(_as_points(front, "front"))
+    w = _as_points(preferences, "preferences", z.shape[1])
+    return z[np.argmax(w @ z.T, axis=1)]
+
+
+def return_deviation(returns, reference_returns) -> float:
+    """Return deviation (RD): the mean distance between each achieved return and a reference return.
+
+    Later offline-MORL work (MODULI, Yuan et al. 2024) scores generalisation to preferences the data
+    did not cover by how far the achieved return lies from the best return known for that preference.
+    Here the reference of a preference is :func:`front_at` of the complete dataset's trajectory
+    returns, and each objective is divided by the largest absolute value any reference takes in it,
+    so objectives of different sizes weigh alike::
+
+        RD = mean_i || (R_i - F_i) / s ||_2,   s_k = max_i |F_ik|  (1 where that is 0)
+
+    ``returns`` and ``reference_returns`` are paired ``(N, n_obj)`` arrays; lower is better, 0 means
+    every point reached its reference exactly.
+    """
+    r = _as_points(returns, "returns")
+    f = _as_points(reference_returns, "reference_returns", r.shape[1])
+    if len(f) != len(r):
+        raise ValueError(f"returns ({len(r)}) and reference_returns ({len(f)}) must pair row by row")
+    if len(r) == 0:
+        return float("nan")  # no point to score (e.g. no held-out preference)
+    scale = np.abs(f).max(axis=0)
+    scale[scale == 0] = 1.0
+    return float(np.mean(np.linalg.norm((r - f) / scale, axis=1)))
+
+
+def mean_utility(preferences, returns) -> float:
+    """The mean over points of the scalarised return ``w_i . R_i`` at each point's own preference.
 
     ``preferences`` (non-negative rows summing to 1) and raw ``returns`` are ``(N, n_obj)``
     arrays paired by row; with the preferences on a uniform simplex grid this estimates the
@@ -394,7 +433,7 @@ def eum(points, n_weights: int = 100) -> float:
         EUM = mean_{w in W} max_i  w . R_i
 
     That is, for each preference the best scalarised return any point offers, averaged over the
-    preferences. Unlike :func:`expected_utility`, which scores each point only under the
+    preferences. Unlike :func:`mean_utility`, which scores each point only under the
     preference it was produced for, a point here counts for every preference it is best at.
     Dominated and duplicated points never change the result (the weights are non-negative), so
     the value equals morl-baselines' EUM of the Pareto-filtered set.

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -39,39 +40,43 @@ import torch.nn.functional as F
 from torch import nn
 
 from morl.errors import InputError
+from morl.families import family
 
-MODEL_NAMES = ("bc", "bc-p", "rvs", "rvs-p", "dt", "dt-p")
-DISPLAY_NAMES = {
-    "bc": "BC",
-    "bc-p": "BC(P)",
-    "rvs": "MORvS",
-    "rvs-p": "MORvS(P)",
-    "dt": "MODT",
-    "dt-p": "MODT(P)",
-}
+#: PEDA's six models and their display names, as the family registry lists them.
+MODEL_NAMES = tuple(m.name for m in family("peda").models)
+DISPLAY_NAMES = {m.name: m.display for m in family("peda").models}
 
-#: Defaults from the PEDA paper (reference section 3). ``steps`` is the RvS/BC budget; MODT's
-#: budget is per environment and comes from the config.
-DEFAULT_HP: dict[str, Any] = {
-    "steps": 100_000,
-    "batch_size": 64,
-    "lr": 1e-4,
-    "weight_decay": 1e-3,
-    "warmup_steps": 10_000,
-    "return_scale": 1e-3,
-    "checkpoint_every": 1000,
-    "hidden": 512,
-    "depth": 3,
-    "embed_dim": 512,
-    "n_layer": 3,
-    "n_head": 1,
-    "dropout": 0.1,
-    "context_length": 20,
-    "eval_context_length": 5,
-    "grad_clip": 0.25,
-    "returns_to_go": "peda",
-    "statistics_from": "expert-high",
-}
+
+@dataclass(frozen=True)
+class PedaSettings:
+    """The PEDA models' training settings, with the defaults of PEDA (Zhu et al. 2023) and its code.
+
+    ``steps`` is the RvS/BC budget; MODT's budget is per environment and comes from the config.
+    ``docs/protocol.md`` describes every key; a config sets them as the top-level ``train`` keys.
+    """
+
+    steps: int = 100_000
+    batch_size: int = 64
+    lr: float = 1e-4
+    weight_decay: float = 1e-3
+    warmup_steps: int = 10_000
+    return_scale: float = 1e-3
+    checkpoint_every: int = 1000
+    hidden: int = 512
+    depth: int = 3
+    embed_dim: int = 512
+    n_layer: int = 3
+    n_head: int = 1
+    dropout: float = 0.1
+    context_length: int = 20
+    eval_context_length: int = 5
+    grad_clip: float = 0.25
+    returns_to_go: str = "peda"
+    statistics_from: str = "expert-high"
+
+
+#: :class:`PedaSettings`' defaults as a dict.
+DEFAULT_HP: dict[str, Any] = asdict(PedaSettings())
 
 #: Normalised states are clipped to [-STATE_CLIP, STATE_CLIP], in training and in rollouts.
 STATE_CLIP = 10.0

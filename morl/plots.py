@@ -23,12 +23,10 @@ import numpy as np
 import polars as pl
 
 from morl.data import atomic_write
+from morl.families import COLORS  # one color per column of the tables, the same in every figure
 from morl.metrics import pareto_front
 from morl.tables import DISPLAY, model_order
 
-# One color per column of the tables, the same in every figure.
-COLORS = {"B": "black", "dt-p": "tab:blue", "rvs-p": "tab:orange", "bc-p": "tab:green", "dt": "tab:cyan",
-          "rvs": "tab:red", "bc": "tab:olive"}  # fmt: skip
 OBJECTIVE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple")
 
 
@@ -139,10 +137,10 @@ def preference_figure(title: str, model_runs: Mapping[str, Sequence[tuple[np.nda
         for k in range(1 if n_obj == 2 else n_obj):
             ax.scatter(w[:, k], ratio[:, k], s=10, alpha=0.6, color=OBJECTIVE_COLORS[k % len(OBJECTIVE_COLORS)],
                        linewidths=0, label=names[k])  # fmt: skip
-        rd = float(np.mean(np.linalg.norm(ratio - w, axis=1))) if len(w) else float("nan")
+        deviation = float(np.mean(np.linalg.norm(ratio - w, axis=1))) if len(w) else float("nan")
         dropped = int((~ok).sum())
-        ax.set_title(f"{DISPLAY.get(model, model)}  RD {rd:.3f}" + (f"  ({dropped} pts w/o ratio)" if dropped else ""),
-                     fontsize=9)  # fmt: skip
+        ax.set_title(f"{DISPLAY.get(model, model)}  ratio dev. {deviation:.3f}"
+                     + (f"  ({dropped} pts w/o ratio)" if dropped else ""), fontsize=9)  # fmt: skip
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.set_aspect("equal")
@@ -229,5 +227,55 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
     if ax.lines:
         ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def iqm_figure(iqm: pl.DataFrame):
+    """Each model's IQM of HV / B as a point with its 95% interval as a bar (``iqm``: the frame of
+    :func:`morl.tables.iqm_table`: model, iqm, ci_low, ci_high, n_rows, n_seeds)."""
+    plt = _pyplot()
+    models = model_order(iqm["model"].to_list())
+    row = {r["model"]: r for r in iqm.iter_rows(named=True)}
+    fig, ax = plt.subplots(figsize=(6.0, 0.9 + 0.42 * len(models)))
+    for k, m in enumerate(reversed(models)):
+        r = row[m]
+        ax.plot([r["ci_low"], r["ci_high"]], [k, k], color=COLORS.get(m, "gray"), lw=6, alpha=0.5,
+                solid_capstyle="butt")  # fmt: skip
+        ax.plot([r["iqm"]], [k], "|", color="black", ms=14, mew=2)
+    ax.set_yticks(range(len(models)), [DISPLAY.get(m, m) for m in reversed(models)])
+    ax.axvline(1.0, color="gray", ls="--", lw=1)
+    ax.set_xlabel("IQM of HV / B (bar: 95% stratified-bootstrap interval)")
+    first = iqm.row(0, named=True)
+    ax.set_title(f"Interquartile mean over {first['n_rows']} datasets × {first['n_seeds']} seeds", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def improvement_figure(improvement: pl.DataFrame):
+    """The probability-of-improvement matrix P(row > column) as a heat map, each cell labelled with
+    its value and 95% interval (``improvement``: model, other, p, ci_low, ci_high)."""
+    plt = _pyplot()
+    models = model_order(set(improvement["model"].to_list()) | set(improvement["other"].to_list()))
+    index = {m: i for i, m in enumerate(models)}
+    grid = np.full((len(models), len(models)), np.nan)
+    labels = {}
+    for r in improvement.iter_rows(named=True):
+        i, j = index[r["model"]], index[r["other"]]
+        grid[i, j] = r["p"]
+        labels[(i, j)] = f"{r['p']:.2f}\n[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+    size = 1.2 + 0.95 * len(models)
+    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    image = ax.imshow(grid, cmap="RdBu", vmin=0.0, vmax=1.0)
+    for (i, j), text in labels.items():
+        ax.text(j, i, text, ha="center", va="center", fontsize=7)
+    names = [DISPLAY.get(m, m) for m in models]
+    ax.set_xticks(range(len(models)), names, rotation=45, ha="right")
+    ax.set_yticks(range(len(models)), names)
+    ax.set_xlabel("Y")
+    ax.set_ylabel("X")
+    ax.set_title("P(X > Y) of HV / B, with 95% intervals", fontsize=10)
+    fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()
     return fig

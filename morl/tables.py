@@ -6,7 +6,7 @@ policy B and the trivial policies, one row per env). Polars does the grouping.
 
 * :func:`metric_long` - one row per table cell and seed, raw and in the paper's units (the CSV);
 * :func:`metric_table` - HV or SP in the paper's layout: rows env x dataset, columns B and the
-  six models, cells mean ± std over seeds in the paper's units, best model per row in bold;
+  models, cells mean ± std over seeds in the paper's units, best model per row in bold;
 * :func:`comparison_long` / :func:`comparison_table` - each model's HV as a fraction of our B,
   beside the same fraction from the published numbers (:mod:`morl.paper`);
 * :func:`to_markdown`, :func:`to_latex` (booktabs), :func:`to_html` - one renderer per format
@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
 from morl.collect import QUALITIES
-from morl.models import DISPLAY_NAMES
+from morl.families import DISPLAY, MODEL_ORDER
 from morl.paper import HV_UNITS, PUBLISHED_ENTROPY, SP_UNITS, published_fraction, published_hv
 from morl.preferences import ENTROPY_LEVELS
 
-#: Column order of the paper's tables (B comes first).
-MODEL_ORDER = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
-DISPLAY = {"B": "B", **DISPLAY_NAMES}
+# MODEL_ORDER: the tables' column order after B, DISPLAY: the column titles (morl.families).
 
 
 def model_order(models: Iterable[str]) -> list[str]:
@@ -103,21 +101,26 @@ def unit_latex(unit: float) -> str:
 
 
 def dataset_label(quality: str, entropy: str) -> str:
-    return f"{quality} {entropy}-H"
+    """``expert high-H``; a coverage variant's entropy ``high-shattered`` reads ``expert high-H shattered``."""
+    level, _, coverage = entropy.partition("-")
+    return f"{quality} {level}-H" + (f" {coverage}" if coverage else "")
 
 
 def sort_datasets(datasets: Iterable[Dataset]) -> list[Dataset]:
-    """Env, then expert before amateur, then high, medium, low entropy (the paper's order)."""
+    """Env, then expert before amateur, then high, medium, low entropy (the paper's order), then the
+    complete data before its coverage variants."""
 
     def key(d):
         env, q, h = d
-        return (env, QUALITIES.index(q) if q in QUALITIES else 9, ENTROPY_LEVELS.index(h) if h in ENTROPY_LEVELS else 9)
+        level, _, coverage = h.partition("-")
+        return (env, QUALITIES.index(q) if q in QUALITIES else 9,
+                ENTROPY_LEVELS.index(level) if level in ENTROPY_LEVELS else 9, coverage)  # fmt: skip
 
     return sorted(set(datasets), key=key)
 
 
 def ordered_models(models: Iterable[str] | None, metrics: pl.DataFrame) -> list[str]:
-    """Models in the paper's column order: those asked for, else those evaluated, else all six."""
+    """Models in the paper's column order: those asked for, else those evaluated, else every registered one."""
     chosen = set(models) if models is not None else set(metrics["model"].to_list())
     return model_order(chosen) or list(MODEL_ORDER)
 
@@ -253,6 +256,9 @@ def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Seque
         f"Bold: the best model of the row ({'highest' if metric.higher_is_better else 'lowest'} mean as shown; "
         "B is not ranked).",
     ]
+    if not metric.higher_is_better and metric.key == "sp":
+        notes.append("SP alone misleads: a front that collapsed to one or two points scores 0 or near it; read it "
+                     "beside HV and the cardinality in the per-cell statistics.")  # fmt: skip
     if any_partial:
         notes.append(f"{PARTIAL_MARK} : fewer seeds evaluated than configured ({expected_seeds}); mean over the seeds "
                      "found.")  # fmt: skip
@@ -454,3 +460,159 @@ def html_document(tables: Sequence[str], figures: Sequence[tuple[str, str | byte
         f"<title>{html.escape(title)}</title>\n<style>{HTML_STYLE}</style></head>\n"
         f'<body><div class="morl-tables">\n<h2>{html.escape(title)}</h2>\n{body}\n</div></body></html>\n'
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Interval statistics: per-cell bootstrap intervals, IQM and probability of improvement
+# ---------------------------------------------------------------------------------------------
+
+#: Coverage of every interval in the statistics tables, and the bootstrap's size and seed.
+CONFIDENCE, REPS, STATS_SEED = 0.95, 2000, 0
+
+
+def interval_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
+                  models: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+    """Per env, dataset and model: HV mean, std and 95% bootstrap interval over seeds (paper units),
+    HV / B, and the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`)."""
+    from morl.stats import cell_interval
+
+    models = ordered_models(models, metrics)
+    b = {r["env"]: r["hv"] for r in baselines.filter(pl.col("policy") == "behavior").iter_rows(named=True)}
+    rows = []
+    for env, quality, entropy in datasets:
+        unit = HV_UNITS.get(env, 1.0)
+        for m in models:
+            runs = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality)
+                                  & (pl.col("entropy") == entropy) & (pl.col("model") == m)).sort("seed")  # fmt: skip
+            if not len(runs):
+                continue
+            hv = runs["hv"].to_numpy() / unit
+            low, high = cell_interval(hv, CONFIDENCE, REPS, STATS_SEED)
+            b_hv = b.get(env)
+            held = runs["hv_held_out"].drop_nulls().to_numpy() / unit if "hv_held_out" in runs.columns else []
+            held_ci = cell_interval(held, CONFIDENCE, REPS, STATS_SEED) if len(held) else (None, None)
+            rows.append({
+                "env": env, "quality": quality, "entropy": entropy, "model": m, "n_seeds": len(runs),
+                "hv_mean": float(hv.mean()), "hv_std": float(hv.std()), "hv_ci_low": low, "hv_ci_high": high,
+                "unit": unit, "hv_over_b": float(hv.mean() * unit / b_hv) if b_hv else None,
+                "eum": runs["eum"].mean(), "igd": runs["igd"].mean(), "cardinality": runs["cardinality"].mean(),
+                "hv_held_out_mean": float(np.mean(held)) if len(held) else None,
+                "hv_held_out_ci_low": held_ci[0], "hv_held_out_ci_high": held_ci[1],
+                "rd_held_out": runs["rd_held_out"].mean() if "rd_held_out" in runs.columns else None,
+            })  # fmt: skip
+    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "n_seeds": pl.Int64,
+              "hv_mean": pl.Float64, "hv_std": pl.Float64, "hv_ci_low": pl.Float64, "hv_ci_high": pl.Float64,
+              "unit": pl.Float64, "hv_over_b": pl.Float64, "eum": pl.Float64, "igd": pl.Float64,
+              "cardinality": pl.Float64, "hv_held_out_mean": pl.Float64, "hv_held_out_ci_low": pl.Float64,
+              "hv_held_out_ci_high": pl.Float64, "rd_held_out": pl.Float64}  # fmt: skip
+    return pl.DataFrame(rows, schema=schema)
+
+
+def interval_table(long: pl.DataFrame) -> Table:
+    """:func:`interval_long` as a table, one row per env, dataset and model; with coverage variants
+    among the datasets, also the HV over the held-out preferences (with its interval) and the
+    return deviation there."""
+    held = long["hv_held_out_mean"].drop_nulls().len() > 0
+    titles = ["env", "dataset", "model", "seeds", "HV (unit)", "HV 95% CI", "HV / B", "EUM", "IGD", "cardinality"]
+    if held:
+        titles += ["HV held-out (unit)", "held-out 95% CI", "RD held-out"]
+    rows = []
+    for r in long.iter_rows(named=True):
+        unit = f" (×{unit_label(r['unit'])})"
+        row = [Cell(r["env"]), Cell(dataset_label(r["quality"], r["entropy"])), Cell(display_name(r["model"])),
+               Cell(str(r["n_seeds"])), Cell(f"{fmt_number(r['hv_mean'])[0]} ± {fmt_number(r['hv_std'])[0]}{unit}"),
+               Cell(f"[{fmt_number(r['hv_ci_low'])[0]}, {fmt_number(r['hv_ci_high'])[0]}]"),
+               Cell(MISSING if r["hv_over_b"] is None else fmt_number(r["hv_over_b"])[0]),
+               Cell(f"{r['eum']:.4g}"), Cell(f"{r['igd']:.4g}"), Cell(f"{r['cardinality']:.1f}")]  # fmt: skip
+        if held:
+            if r["hv_held_out_mean"] is None:
+                row += [Cell(MISSING)] * 3
+            else:
+                row += [Cell(f"{fmt_number(r['hv_held_out_mean'])[0]}{unit}"),
+                        Cell(f"[{fmt_number(r['hv_held_out_ci_low'])[0]}, {fmt_number(r['hv_held_out_ci_high'])[0]}]"),
+                        Cell(MISSING if r["rd_held_out"] is None else f"{r['rd_held_out']:.3f}")]  # fmt: skip
+        rows.append(row)
+    notes = [
+        "HV: mean ± std over training seeds in the paper's unit; 95% CI: percentile bootstrap of that mean over the "
+        f"seeds ({REPS} resamples; with 3 seeds an interval is coarse, and a single seed has none).",
+        "EUM: expected utility over 100 evenly spread weights (morl-baselines); IGD: inverted generational distance "
+        "to the union front of B and every model evaluated on the dataset (raw returns, lower is better); "
+        "cardinality: distinct non-dominated points. Means over seeds.",
+    ]
+    if held:
+        notes.append(
+            "Held-out: over the grid preferences inside the bands a coverage variant (shattered, narrow) removed from "
+            "its data: the HV of the returns achieved there, with its bootstrap interval, and the return deviation RD "
+            "from the complete data's front at each such preference (per objective divided by the front's largest "
+            f"value; lower is better). {MISSING} for complete data, which holds nothing out."
+        )
+    return Table("Per-cell statistics: HV with bootstrap intervals, EUM, IGD, cardinality", [Cell(t) for t in titles],
+                 rows, notes, n_label_columns=4)  # fmt: skip
+
+
+def normalised_scores(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
+                      models: Sequence[str]) -> tuple[dict[str, np.ndarray], list[Dataset]]:  # fmt: skip
+    """HV / B per model as ``(n_seeds, n_rows)`` arrays over the dataset rows every model has with the
+    same number of seeds (the shape interval statistics need), and those rows."""
+    b = {r["env"]: r["hv"] for r in baselines.filter(pl.col("policy") == "behavior").iter_rows(named=True)}
+    per_row: dict[Dataset, dict[str, np.ndarray]] = {}
+    for env, quality, entropy in datasets:
+        if not b.get(env):
+            continue
+        cell = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy))
+        scores = {m: cell.filter(pl.col("model") == m).sort("seed")["hv"].to_numpy() / b[env] for m in models}
+        counts = {len(v) for v in scores.values()}
+        if len(counts) == 1 and 0 not in counts:
+            per_row[(env, quality, entropy)] = scores
+    rows = list(per_row)
+    if not rows:
+        return {}, []
+    return {m: np.stack([per_row[r][m] for r in rows], axis=1) for m in models}, rows
+
+
+def iqm_table(scores: Mapping[str, np.ndarray], rows: Sequence[Dataset]) -> tuple[Table, pl.DataFrame]:
+    """Each model's interquartile mean of HV / B over every seed and row, with its 95% interval."""
+    from morl.stats import iqm_intervals
+
+    result = iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED) if scores else {}
+    long = pl.DataFrame([{"model": m, "iqm": v[0], "ci_low": v[1], "ci_high": v[2], "n_rows": len(rows),
+                          "n_seeds": int(scores[m].shape[0])} for m, v in result.items()],
+                        schema={"model": pl.String, "iqm": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+                                "n_rows": pl.Int64, "n_seeds": pl.Int64})  # fmt: skip
+    header = [Cell("model"), Cell("IQM of HV / B"), Cell("95% CI")]
+    body = [[Cell(display_name(r["model"])), Cell(f"{r['iqm']:.3f}"), Cell(f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]")]
+            for r in long.iter_rows(named=True)]  # fmt: skip
+    notes = [
+        f"Interquartile mean (IQM) of each run's HV / B over {len(rows)} dataset rows × the seeds, with a "
+        f"stratified-bootstrap 95% interval ({REPS} resamples, seeds resampled within each row), after Agarwal et al. "
+        "(2021). Rows enter only where every model has the same number of seeds.",
+        "Two models whose intervals overlap are not shown apart by this experiment.",
+    ]
+    return Table("Interquartile mean of HV / B across datasets", header, body, notes, n_label_columns=1), long
+
+
+def improvement_table(scores: Mapping[str, np.ndarray]) -> tuple[Table, pl.DataFrame]:
+    """P(X > Y) of HV / B for every ordered pair of models, with 95% intervals, as a matrix."""
+    from morl.stats import probability_of_improvement
+
+    models = list(scores)
+    result = probability_of_improvement(scores, CONFIDENCE, REPS, STATS_SEED) if len(models) > 1 else {}
+    long = pl.DataFrame([{"model": x, "other": y, "p": v[0], "ci_low": v[1], "ci_high": v[2]}
+                         for (x, y), v in result.items()],
+                        schema={"model": pl.String, "other": pl.String, "p": pl.Float64, "ci_low": pl.Float64,
+                                "ci_high": pl.Float64})  # fmt: skip
+    header = [Cell("P(row > column)"), *[Cell(display_name(m)) for m in models]]
+    body = []
+    for x in models:
+        cells = [Cell(display_name(x))]
+        for y in models:
+            v = result.get((x, y))
+            cells.append(Cell(MISSING if v is None else f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]", bold=bool(v)
+                              and v[1] > 0.5))  # fmt: skip
+        body.append(cells)
+    notes = [
+        "Probability of improvement: the chance that a random seed of the row's model has a higher HV / B than a "
+        "random seed of the column's model on a random dataset row (ties count half), with a stratified-bootstrap "
+        "95% interval (Agarwal et al. 2021). Bold: the interval lies above 0.5.",
+    ]
+    return Table("Probability of improvement (HV / B)", header, body, notes, n_label_columns=1), long

@@ -289,8 +289,9 @@ def _dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
 
 
 def is_expert_high(meta: dict) -> bool:
-    """True if a dataset's metadata names it the expert, High-H dataset of its env."""
-    return meta.get("quality") == "expert" and meta.get("entropy") == "high"
+    """True if a dataset's metadata names it the expert, High-H dataset of its env (its complete
+    data: a coverage variant with preference bands cut out is not)."""
+    return meta.get("quality") == "expert" and meta.get("entropy") == "high" and meta.get("coverage") is None
 
 
 def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLike | str) -> Dataset:
@@ -312,6 +313,7 @@ def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLi
         raise InputError(
             f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
             f"{meta.get('quality')}-{meta.get('entropy')}"
+            + (f" with coverage {meta['coverage'].get('coverage')!r}" if isinstance(meta.get("coverage"), dict) else "")
         )
     return load_dataset(path)
 
@@ -571,6 +573,21 @@ def train(
         "return_scale": hp["return_scale"],
         "returns_to_go": hp["returns_to_go"],
         "statistics_from": hp["statistics_from"],
+        **provenance(ds, facts, dataset_path, dataset_sha, reference_path, reference_sha, step, final_loss, dev),
+    }
+    save_torch(checkpoint_path, checkpoint)
+    if curve_path is not None:
+        write_curve(curve_path, curve)
+    if partial_path.exists():
+        partial_path.unlink()
+    return run_summary(final_loss, step, resumed_from, hp["batch_size"], seconds, dev, checkpoint_path)
+
+
+def provenance(ds: Dataset, facts: dict, dataset_path: Path, dataset_sha: str, reference_path: Path | None,
+               reference_sha: str | None, step: int, final_loss: float, dev) -> dict[str, Any]:  # fmt: skip
+    """The keys every final checkpoint records about how it was made: the reference dataset, the env's
+    facts, the training dataset (path, hash, metadata), the steps, the final loss and the versions."""
+    return {
         "reference_dataset": None if reference_path is None else str(reference_path.resolve()),
         "reference_dataset_sha256": reference_sha,
         "max_episode_steps": facts["max_episode_steps"],
@@ -586,17 +603,18 @@ def train(
         "torch_version": str(torch.__version__),
         "device": str(dev),
     }
-    save_torch(checkpoint_path, checkpoint)
-    if curve_path is not None:
-        write_curve(curve_path, curve)
-    if partial_path.exists():
-        partial_path.unlink()
+
+
+def run_summary(final_loss: float, step: int, resumed_from: int, batch_size: int, seconds: float, dev,
+                checkpoint_path) -> dict[str, Any]:  # fmt: skip
+    """What a trainer returns: the final loss, the step reached and the one resumed from, the rate of
+    this invocation (samples and steps per second), its seconds, the device and the checkpoint path."""
     done_here = step - resumed_from
     return {
         "final_loss": final_loss,
         "steps": step,
         "resumed_from": resumed_from,
-        "samples_per_s": hp["batch_size"] * done_here / seconds if seconds > 0 else float("nan"),
+        "samples_per_s": batch_size * done_here / seconds if seconds > 0 else float("nan"),
         "steps_per_s": done_here / seconds if seconds > 0 else float("nan"),
         "seconds": seconds,
         "device": str(dev),

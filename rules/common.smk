@@ -1,7 +1,15 @@
 # Paths, wildcard constraints, target lists and the outputs of the table rules. No science here.
 import os
 
-from morl.config import behavior_settings, imported_datasets, reference_cell, train_settings, training_definitions
+from morl.config import (
+    behavior_settings,
+    coverage_settings,
+    imported_datasets,
+    reference_cell,
+    train_settings,
+    training_definitions,
+)
+from morl.families import wildcard_pattern
 from morl.shipped import shipped_policy_path
 
 # Every output lies under the config's results_dir; the patterns below are relative to it.
@@ -12,14 +20,17 @@ wildcard_constraints:
     env=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
     quality=r"expert|amateur",
     entropy=r"high|medium|low",
-    model=r"bc-p|bc|rvs-p|rvs|dt-p|dt",
+    model=wildcard_pattern(),
     seed=r"\d+",
+    # the complete data has no suffix, so runs on it keep their paths; variants: -shattered, -narrow
+    coverage=r"|-shattered|-narrow",
 
 
 BEHAVIOR = os.path.join(R, "{env}/behavior/policy.pt")
 BEHAVIOR_FRONT = os.path.join(R, "{env}/behavior/front.parquet")
 DATASET = os.path.join(R, "{env}/data/{quality}-{entropy}.parquet")
-RUN = os.path.join(R, "{env}/{quality}-{entropy}/{model}/seed{seed}")
+VARIANT = os.path.join(R, "{env}/data/{quality}-{entropy}{coverage}.parquet")
+RUN = os.path.join(R, "{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}")
 CHECKPOINT = os.path.join(RUN, "model.pt")
 CURVE = os.path.join(RUN, "curve.csv")
 EVALUATION = os.path.join(RUN, "eval.parquet")
@@ -47,8 +58,20 @@ def dataset_file(env, quality, entropy):
 
 
 def dataset_for(wildcards):
-    """The training dataset of a cell."""
+    """The training dataset of a run: the cell's dataset, or its coverage variant."""
+    if wildcards.coverage:
+        return VARIANT.format(**wildcards)
     return dataset_file(wildcards.env, wildcards.quality, wildcards.entropy)
+
+
+def coverage_source_for(wildcards):
+    """The complete dataset a coverage variant was derived from (nothing for the complete data)."""
+    return [dataset_file(wildcards.env, wildcards.quality, wildcards.entropy)] if wildcards.coverage else []
+
+
+def coverage_suffixes():
+    """The config's coverages as the suffixes of run folders and dataset files ("" for complete)."""
+    return ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
 
 
 def reference_for(wildcards):
@@ -58,7 +81,14 @@ def reference_for(wildcards):
 
 
 def datasets():
-    return [(e, q, h) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]]
+    """The table rows: (env, quality, entropy), the entropy of a coverage variant labelled e.g. high-shattered."""
+    return [
+        (e, q, h + c)
+        for e in config["envs"]
+        for q in config["qualities"]
+        for h in config["entropies"]
+        for c in coverage_suffixes()
+    ]
 
 
 def all_evaluations():
@@ -67,6 +97,7 @@ def all_evaluations():
         env=config["envs"],
         quality=config["qualities"],
         entropy=config["entropies"],
+        coverage=coverage_suffixes(),
         model=config["models"],
         seed=config["seeds"],
     )
@@ -83,6 +114,7 @@ def all_curves():
         env=config["envs"],
         quality=config["qualities"],
         entropy=config["entropies"],
+        coverage=coverage_suffixes(),
         model=config["models"],
         seed=config["seeds"],
     )
@@ -101,6 +133,7 @@ PLOT_KINDS = {
     "preference": ("Target vs achieved preference", "preference.rst", "{env}_{quality}-{entropy}.png"),
     "hv": ("HV by dataset", "hv_bars.rst", "{env}.png"),
     "curves": ("Training curves", "curves.rst", "{env}_{quality}-{entropy}.png"),
+    "statistics": ("Interval statistics", "statistics.rst", "{figure}.png"),
 }
 
 
@@ -110,6 +143,7 @@ def plot_outputs(tables_dir, with_report):
         path = directory(f"{tables_dir}/plots/{kind}")
         if with_report:
             labels = {"env": "{env}"} if kind == "hv" else {"env": "{env}", "dataset": "{quality}-{entropy}"}
+            labels = {"figure": "{figure}"} if kind == "statistics" else labels
             path = report(path, patterns=[pattern], category=category, caption=f"../report/{caption}", labels=labels)
         out[f"plots_{kind}"] = path
     return out
@@ -122,7 +156,14 @@ TABLE_FILES = {
     "metrics": ("metrics.csv", "metrics.rst"),
     "baselines": ("baselines.csv", "baselines.rst"),
 }
-for _name, _caption in [("hv", "hv_table.rst"), ("sp", "sp_table.rst"), ("paper_comparison", "comparison_table.rst")]:
+for _name, _caption in [
+    ("hv", "hv_table.rst"),
+    ("sp", "sp_table.rst"),
+    ("paper_comparison", "comparison_table.rst"),
+    ("intervals", "intervals_table.rst"),
+    ("iqm", "statistics.rst"),
+    ("improvement", "statistics.rst"),
+]:
     TABLE_FILES.update({f"{_name}_{ext}": (f"{_name}.{ext}", _caption) for ext in ("md", "csv", "tex")})
 
 

@@ -4,13 +4,14 @@ rule evaluate:
         checkpoint=CHECKPOINT,
         dataset=dataset_for,
         reference=reference_for,
+        coverage_source=coverage_source_for,
     output:
         evaluation=EVALUATION,
         summary=EVAL_SUMMARY,
     log:
-        os.path.join(LOGS, "evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.log"),
+        os.path.join(LOGS, "evaluate/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.log"),
     benchmark:
-        os.path.join(BENCH, "evaluate/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv")
+        os.path.join(BENCH, "evaluate/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.tsv")
     conda:
         "../envs/morl.yaml"
     threads: 1

@@ -1,5 +1,5 @@
 rule train:
-    """Train one PEDA model on one dataset with one seed (resumes from its partial checkpoint)."""
+    """Train one model on one dataset with one seed, by its family's trainer (resumes from its partial state)."""
     input:
         dataset=dataset_for,
         reference=reference_for,
@@ -7,9 +7,9 @@ rule train:
         checkpoint=CHECKPOINT,
         curve=CURVE,
     log:
-        os.path.join(LOGS, "train/{env}/{quality}-{entropy}/{model}/seed{seed}.log"),
+        os.path.join(LOGS, "train/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.log"),
     benchmark:
-        os.path.join(BENCH, "train/{env}/{quality}-{entropy}/{model}/seed{seed}.tsv")
+        os.path.join(BENCH, "train/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.tsv")
     conda:
         "../envs/morl.yaml"
     threads: 1

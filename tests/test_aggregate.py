@@ -3,6 +3,7 @@ whose HV and SP are easy to compute by hand."""
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from morl.aggregate import aggregate, collect_metrics
 from morl.evaluate import write_evaluation
-from morl.metrics import pareto_front
+from morl.metrics import eum, pareto_front
 from morl.paper import PUBLISHED_HV, published_fraction, published_hv
 from morl.tables import kendall_tau, latex_escape
 
@@ -102,7 +103,7 @@ def test_metric_tables_match_hand_computation(synthetic):
     assert len(csv) == 5 + 2  # B alone in the two rows without evaluations
 
     metrics = pl.read_csv(out["metrics"])
-    assert len(metrics) == 4 and set(metrics.columns) >= {"hv", "sp", "rd", "eu", "n_nondominated"}
+    assert len(metrics) == 4 and set(metrics.columns) >= {"hv", "sp", "ratio_dev", "utility", "n_nondominated"}
     assert "| MO-HalfCheetah-v2 | 6.000 | 0.810 | 0.000 |" in out["results"].read_text()
 
 
@@ -136,7 +137,9 @@ def test_paper_comparison_fractions(synthetic):
 
 
 def test_published_numbers_are_the_reference_table():
-    assert len(PUBLISHED_HV) == 12 * 7  # 6 envs x 2 qualities; B and six models
+    assert len(PUBLISHED_HV) == 12 * 9  # 6 envs x 2 qualities; B, the six PEDA models, CQL(P) and CQL
+    assert published_hv("MO-Walker2d-v2", "expert", "high", "cql-p") == 3.21
+    assert published_hv("MO-Ant-v2", "amateur", "high", "cql") == 2.80
     assert published_hv("MO-Hopper-v3", "expert", "high", "rvs-p") == 3.42
     assert published_hv("MO-Walker2d-v2", "amateur", "high", "B") == 4.99
     assert published_hv("MO-Swimmer-v2", "expert", "high", "bc") == 1.68
@@ -213,6 +216,29 @@ def test_latex_escape():
     assert latex_escape("a_b & 50% — ±") == "a\\_b \\& 50\\% --- $\\pm$"
 
 
+def test_statistics_tables_match_hand_computation(synthetic):
+    out = run_aggregate(synthetic, seeds=[0, 1], plots=False)
+    metrics = pl.read_csv(out["metrics"]).sort("model", "seed")
+    dtp0 = metrics.filter((pl.col("model") == "dt-p") & (pl.col("seed") == 0)).row(0, named=True)
+    # IGD's reference is the union front of the dataset: B's two points dominate every model's;
+    # each of B's points lies sqrt(1000^2 + 500^2) from its nearest MODT(P) seed-0 point
+    assert dtp0["igd"] == pytest.approx(math.hypot(1000, 500))
+    assert dtp0["cardinality"] == 2 and dtp0["eum"] == pytest.approx(eum([[1000, 2000], [2000, 1000]]))
+    assert metrics.filter(pl.col("model") == "dt-p")["cardinality"].to_list() == [2, 1]  # duplicates count once
+    intervals = pl.read_csv(out["intervals_csv"])
+    row = intervals.filter(pl.col("model") == "dt-p").row(0, named=True)
+    assert (row["hv_mean"], row["hv_over_b"], row["cardinality"]) == (3.5, pytest.approx(3.5 / 6), 1.5)
+    assert 3.0 <= row["hv_ci_low"] <= row["hv_mean"] <= row["hv_ci_high"] <= 4.0
+    assert "| MO-HalfCheetah-v2 | expert high-H | MODT(P) | 2 | 3.50 ± 0.50 (×1e6) |" in out["intervals_md"].read_text()
+    # HV / B: MODT(P) 3/6 and 4/6, BC 1/6 and 1.5/6 on the one row both have with two seeds
+    iqm = {r["model"]: r for r in pl.read_csv(out["iqm_csv"]).iter_rows(named=True)}
+    assert iqm["dt-p"]["iqm"] == pytest.approx(3.5 / 6) and iqm["bc"]["iqm"] == pytest.approx(1.25 / 6)
+    assert iqm["dt-p"]["n_rows"] == 1 and iqm["dt-p"]["n_seeds"] == 2
+    poi = {(r["model"], r["other"]): r["p"] for r in pl.read_csv(out["improvement_csv"]).iter_rows(named=True)}
+    assert poi == {("dt-p", "bc"): 1.0, ("bc", "dt-p"): 0.0}
+    assert "**1.00 [1.00, 1.00]**" in out["improvement_md"].read_text()
+
+
 # ---------------------------------------------------------------------------------------------
 # Plots
 # ---------------------------------------------------------------------------------------------
@@ -221,7 +247,7 @@ def test_latex_escape():
 def test_plot_files_exist_and_are_not_empty(synthetic):
     out = run_aggregate(synthetic, seeds=[0, 1])
     kinds = {k.split(":")[0] for k in out if ":" in k}
-    assert kinds == {"plot", "preference", "curves", "hv"}
+    assert kinds == {"plot", "preference", "curves", "hv", "statistics"}
     # Pareto: B's front exists for every dataset row; the others only where a model was evaluated
     assert {k for k in out if k.startswith("plot:")} == {f"plot:{ENV}/{q}-{h}" for _, q, h in synthetic["datasets"]}
     assert {k for k in out if k.startswith("preference:")} == {f"preference:{ENV}/expert-high"}
@@ -232,7 +258,7 @@ def test_plot_files_exist_and_are_not_empty(synthetic):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
         assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 1000, pdf
     summary = out["summary"].read_text()
-    assert summary.count('<img src="data:image/png;base64,') == 1 + 3  # HV bars + three Pareto plots
+    assert summary.count('<img src="data:image/png;base64,') == 1 + 3 + 1  # HV bars, three Pareto plots, IQM
     assert "<strong>3.50 ± 0.50</strong>" in summary
 
 
@@ -258,7 +284,7 @@ def test_plots_have_the_expected_series(synthetic):
     assert legend_labels(fig) == [["run"], ["run"]]  # the second objective mirrors the first
     fig = preference_figure("t", {"dt": [(np.full((2, 3), 1 / 3), np.ones((2, 3)))]}, objectives=("a", "b", "c"))
     assert legend_labels(fig) == [["a", "b", "c"]]
-    assert "RD 0.000" in fig.axes[0].get_title()  # the returns split exactly as asked
+    assert "ratio dev. 0.000" in fig.axes[0].get_title()  # the returns split exactly as asked
 
     stats = pl.DataFrame({"quality": ["expert", "expert", "amateur"], "entropy": ["high", "low", "high"],
                           "model": ["B", "dt-p", "dt-p"], "mean": [1.0, 2.0, 3.0], "std": [0.0, 0.1, 0.2],

@@ -23,7 +23,7 @@ def test_shipped_configs_are_valid(name):
     "mutate, expected",
     [
         (lambda c: c["envs"].append("MO-Nonsense-v9"), "envs[2]: unknown environment 'MO-Nonsense-v9'"),
-        (lambda c: c["models"].append("ppo"), "models[6]: 'ppo' is not one of"),
+        (lambda c: c.update(models=["bc", "ppo"]), "models[1]: 'ppo' is not one of"),
         (lambda c: c["qualities"].append("novice"), "qualities[1]: 'novice' is not one of"),
         (lambda c: c["collect"].update(n_trajectories=0), "collect.n_trajectories: 0 is less than the minimum of 1"),
         (lambda c: c["train"].update(steps=-5), "train.steps: -5 is less than the minimum of 1"),
@@ -199,3 +199,28 @@ def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config):
 def test_shipped_configs_follow_peda(name):
     train = load_config(ROOT / name)["train"]
     assert train["returns_to_go"] == "peda" and train["statistics_from"] == "expert-high"
+
+
+def test_coverage_variants_with_expert_high_targets_are_refused(config):
+    """The target regression of expert-high statistics sees the complete data, held-out preferences included."""
+    config["coverages"] = ["complete", "narrow"]
+    config["train"]["statistics_from"] = "expert-high"
+    with pytest.raises(ConfigError, match="coverages: a coverage variant holds preferences out .* set "
+                       "train.statistics_from: dataset"):  # fmt: skip
+        validate_config(config)
+    config["train"]["statistics_from"] = "dataset"
+    assert validate_config(config) is config
+
+
+@pytest.mark.parametrize(
+    "section, match",
+    [
+        ({"shattered": {"fraction": 1.5}}, r"coverage\.shattered\.fraction"),
+        ({"narrow": {"keep": [0.0, 1.0]}}, r"coverage\.narrow\.keep"),
+        ({"narow": {}}, r"coverage"),
+    ],
+)
+def test_bad_coverage_bands_are_refused_before_any_job(config, section, match):
+    config["coverage"] = section
+    with pytest.raises(ConfigError, match=match):
+        validate_config(config)

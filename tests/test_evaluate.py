@@ -332,3 +332,39 @@ def test_the_policy_runs_on_one_torch_thread_whoever_calls(cheetah_checkpoints, 
         assert seen == [1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
+
+
+# ------------------------------------------------------------------------ coverage variants
+def test_an_evaluation_on_a_coverage_variant_tags_the_held_out_preferences(tiny_dataset, tmp_path):
+    from morl.coverage import derive_file, held_out
+    from morl.data import FileMismatchError, write_dataset
+    from morl.errors import InputError
+    from morl.metrics import front_at
+
+    variant = tmp_path / "amateur-high-narrow.parquet"
+    record = derive_file(tiny_dataset, "narrow", None, variant)
+    train(variant, "bc-p", 0, TRAIN_HP, tmp_path / "m.pt", device="cpu", progress=False)
+    out = tmp_path / "e.parquet"
+    with pytest.raises(InputError, match="give the complete dataset it was derived from"):
+        evaluate_checkpoint(tmp_path / "m.pt", variant, out, 20, progress=False)
+    other = tmp_path / "other.parquet"  # the same trajectories, other bytes: not the file it was cut from
+    ds = load_dataset(tiny_dataset)
+    ds.meta["seed"] = 99
+    write_dataset(other, ds)
+    with pytest.raises(FileMismatchError) as info:
+        evaluate_checkpoint(tmp_path / "m.pt", variant, out, 20, progress=False, coverage_source=other)
+    assert str(variant) in str(info.value) and str(other) in str(info.value)
+    assert not out.exists()
+
+    evaluate_checkpoint(tmp_path / "m.pt", variant, out, 20, progress=False, coverage_source=tiny_dataset)
+    meta, arr = read_evaluation(out)
+    assert meta["coverage"] == "narrow" and meta["coverage_bands"] == record["bands"]
+    np.testing.assert_array_equal(arr["held_out"], held_out(arr["preference"], record["bands"]))
+    assert arr["held_out"][0] and arr["held_out"][-1] and not arr["held_out"].all()  # both ends of w_1 are cut
+    np.testing.assert_array_equal(arr["data_front_return"], front_at(arr["preference"], load_dataset(tiny_dataset)
+                                                                     .traj_returns))  # fmt: skip
+    # a complete dataset takes no coverage source
+    train(tiny_dataset, "bc-p", 0, TRAIN_HP, tmp_path / "complete.pt", device="cpu", progress=False)
+    with pytest.raises(InputError, match="not a coverage variant"):
+        evaluate_checkpoint(tmp_path / "complete.pt", tiny_dataset, out, 20, progress=False,
+                            coverage_source=tiny_dataset)  # fmt: skip

@@ -9,11 +9,11 @@ import pytest
 from pymoo.indicators.hv import HV
 
 from morl.metrics import (
-    expected_utility,
     hypervolume,
+    mean_utility,
     pareto_front,
     peda_front,
-    return_deviation,
+    ratio_deviation,
     sparsity,
 )
 from morl.preferences import simplex_grid
@@ -281,30 +281,30 @@ def test_sparsity_even_spacing():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_return_deviation_hand():
+def test_ratio_deviation_hand():
     w = [[0.5, 0.5], [1.0, 0.0]]
     r = [[2.0, 2.0], [1.0, 3.0]]
     # ratios (0.5, 0.5) -> 0 and (0.25, 0.75) vs (1, 0) -> 0.75 * sqrt(2)
-    assert return_deviation(w, r) == pytest.approx(0.375 * math.sqrt(2.0))
-    assert return_deviation([[0.2, 0.3, 0.5]], [[2.0, 3.0, 5.0]]) == pytest.approx(0.0, abs=1e-15)
+    assert ratio_deviation(w, r) == pytest.approx(0.375 * math.sqrt(2.0))
+    assert ratio_deviation([[0.2, 0.3, 0.5]], [[2.0, 3.0, 5.0]]) == pytest.approx(0.0, abs=1e-15)
 
 
-def test_return_deviation_skips_points_without_a_return_ratio_and_rejects_bad_shapes():
+def test_ratio_deviation_skips_points_without_a_return_ratio_and_rejects_bad_shapes():
     # the second point sums to zero: it has no return ratio and is left out of the mean
-    assert return_deviation([[0.5, 0.5], [0.5, 0.5]], [[1.0, 1.0], [1.0, -1.0]]) == pytest.approx(0.0)
-    assert math.isnan(return_deviation([[0.5, 0.5]], [[1.0, -1.0]]))
+    assert ratio_deviation([[0.5, 0.5], [0.5, 0.5]], [[1.0, 1.0], [1.0, -1.0]]) == pytest.approx(0.0)
+    assert math.isnan(ratio_deviation([[0.5, 0.5]], [[1.0, -1.0]]))
     with pytest.raises(ValueError, match="same shape"):
-        return_deviation([[0.5, 0.5]], [[1.0, 1.0, 1.0]])
+        ratio_deviation([[0.5, 0.5]], [[1.0, 1.0, 1.0]])
     with pytest.raises(ValueError, match="sum to 1"):
-        return_deviation([[0.5, 0.6]], [[1.0, 1.0]])
+        ratio_deviation([[0.5, 0.6]], [[1.0, 1.0]])
     with pytest.raises(ValueError, match="non-empty"):
-        return_deviation(np.empty((0, 2)), np.empty((0, 2)))
+        ratio_deviation(np.empty((0, 2)), np.empty((0, 2)))
 
 
-def test_expected_utility_hand():
+def test_mean_utility_hand():
     w = [[0.5, 0.5], [1.0, 0.0]]
     r = [[2.0, 2.0], [1.0, 3.0]]
-    assert expected_utility(w, r) == pytest.approx(1.5)
-    assert expected_utility([[0.2, 0.3, 0.5]], [[10.0, -10.0, 4.0]]) == pytest.approx(1.0)
+    assert mean_utility(w, r) == pytest.approx(1.5)
+    assert mean_utility([[0.2, 0.3, 0.5]], [[10.0, -10.0, 4.0]]) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="non-negative"):
-        expected_utility([[-0.5, 1.5]], [[1.0, 1.0]])
+        mean_utility([[-0.5, 1.5]], [[1.0, 1.0]])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from morl import envs as morl_envs
-from morl.config import ConfigError, validate_config
+from morl.config import ConfigError, train_settings, validate_config
 from morl.envs import MissingExtraError, get_spec, make_env
 from morl.vector import BatchedEnv
 
@@ -125,8 +125,7 @@ def test_every_stage_runs_on_an_mo_gymnasium_task(tmp_path, smoke_config):
     assert ds.meta["max_episode_steps"] == 1000
     for model in ("dt-p", "rvs-p"):
         ckpt = tmp_path / model / "model.pt"
-        hp = {k: v for k, v in smoke_config["train"].items() if k != "overrides"}
-        hp.update(steps=10, checkpoint_every=0)
+        hp = dict(train_settings(smoke_config, env_id, model), steps=10, checkpoint_every=0)
         train(data, model, 0, hp, ckpt, progress=False, expect_env=env_id)
         out = tmp_path / model / "eval.parquet"
         summary = evaluate_checkpoint(

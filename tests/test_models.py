@@ -76,7 +76,7 @@ def read_curve(path):
 
 # ------------------------------------------------------------------------------ registry, hp
 def test_names_and_display_names():
-    assert MODEL_NAMES == ("bc", "bc-p", "rvs", "rvs-p", "dt", "dt-p")
+    assert MODEL_NAMES == ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")  # PEDA's, in table order
     assert DISPLAY_NAMES == {
         "bc": "BC",
         "bc-p": "BC(P)",
@@ -85,8 +85,8 @@ def test_names_and_display_names():
         "dt": "MODT",
         "dt-p": "MODT(P)",
     }
-    assert [is_transformer(n) for n in MODEL_NAMES] == [False, False, False, False, True, True]
-    assert [uses_preference(n) for n in MODEL_NAMES] == [False, True, False, True, False, True]
+    assert [is_transformer(n) for n in MODEL_NAMES] == [True, False, False, True, False, False]
+    assert [uses_preference(n) for n in MODEL_NAMES] == [True, True, True, False, False, False]
     with pytest.raises(ValueError, match="unknown model 'cql'"):
         build_model("cql", OBS_DIM, ACT_DIM, N_OBJ, {})
 

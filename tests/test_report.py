@@ -67,7 +67,7 @@ def test_report_is_one_self_contained_file_with_captions(run_dir):
     assert not re.search(r"<link[^>]*\shref=", report)
     results = report_results(report)
     kinds = {Path(p).parent.name if "/plots/" in p else "tables" for p in results}
-    assert kinds == {"tables", "pareto", "preference", "hv", "curves"}
+    assert kinds == {"tables", "pareto", "preference", "hv", "curves", "statistics"}
     for path, res in results.items():
         assert res["data_uri"].startswith("data:"), path
         assert len(re.sub("<[^>]+>", "", res["caption"]).split()) >= 20, f"{path} has no real caption"

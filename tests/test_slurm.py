@@ -31,7 +31,7 @@ PROFILE = ROOT / "profiles" / "slurm"
 SMOKE = ROOT / "configs" / "smoke.yaml"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
 
-# The test node declares room for every ready job of the smoke DAG at once (12 training jobs of
+# The test node declares room for every ready job of the smoke DAG at once (up to 20 training jobs of
 # the profile's size: 4 CPUs, 32 GB, one GPU each); SLURM schedules by these numbers, the jobs
 # share the machine's real cores. The GPUs are device files with nothing behind them.
 NODE = {"NODE_CPUS": "64", "NODE_MEMORY_MB": "512000", "NODE_GPUS": "16"}
@@ -218,9 +218,12 @@ def snapshot(results: Path, skip: Path) -> dict[str, int]:
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster, tmp_path):
-    from morl.agents import load_agent, load_checkpoint
+    from morl.agents import load_checkpoint
+    from morl.config import train_settings
     from morl.data import load_dataset
     from morl.evaluate import read_evaluation
+    from morl.families import load_agent
+    from morl.torch_io import load_torch
 
     cluster = slurm_cluster
     config = yaml.safe_load(SMOKE.read_text())
@@ -228,9 +231,12 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
     R = tmp_path / config["results_dir"]
     slow_run = R / SLOW["env"] / f"{q}-{h}" / SLOW["model"] / "seed0"
     partial = slow_run / "model.pt.partial"
-    slow_comment = f"rule_train_wildcards_{SLOW['env']}_{q}_{h}_{SLOW['model']}_0"
-    # configs/smoke.yaml as it is, plus one override that makes one training run long (one file:
-    # a run takes exactly one config)
+    # the job's comment lists its wildcards in path order; coverage is empty for the complete data
+    slow_comment = f"rule_train_wildcards_{SLOW['env']}_{q}_{h}__{SLOW['model']}_0"
+    # configs/smoke.yaml with three of its models (a transformer, an MLP, a value-based family: the
+    # local smoke run trains them all), plus one override that makes one training run long (one
+    # file: a run takes exactly one config)
+    config["models"] = ["dt-p", "bc-p", "td3bc-p"]
     slow = tmp_path / "slow_cell.yaml"
     config["train"]["overrides"] = [*config["train"]["overrides"], {
         "envs": [SLOW["env"]], "models": [SLOW["model"]], "steps": SLOW["steps"],
@@ -339,8 +345,7 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
         for model in config["models"]:
             run = R / env / f"{q}-{h}" / model / "seed0"
             assert load_agent(run / "model.pt") is not None
-            want_steps = SLOW["steps"] if run == slow_run else config["train"]["steps"]
-            assert load_checkpoint(run / "model.pt")["steps"] == want_steps
+            assert load_torch(run / "model.pt")["steps"] == train_settings(config, env, model)["steps"]
             meta, arr = read_evaluation(run / "eval.parquet")
             assert meta["model"] == model and len(arr["return"]) == n_points[env]
             assert np.all(np.isfinite(arr["return"]))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -41,7 +42,7 @@ def test_paper_grid_dry_run(tmp_path):
     assert res.returncode == 0, res.stderr
     counts = job_counts(res.stdout + res.stderr)
     assert counts["behavior"] == 6 and counts["behavior_front"] == 6
-    assert counts["collect"] == 36 and counts["train"] == 648 and counts["evaluate"] == 648
+    assert counts["collect"] == 36 and counts["train"] == 1080 and counts["evaluate"] == 1080
     assert counts["aggregate"] == 1
     assert elapsed < 60, f"dry run of the paper grid took {elapsed:.0f} s"
 
@@ -126,25 +127,32 @@ def test_no_path_is_misparsed():
     """Every output path of the DAG maps back to exactly the wildcards that made it."""
     from snakemake.io import regex_from_filepattern
 
+    from morl.families import MODEL_ORDER, wildcard_pattern
+
     common = (ROOT / "rules/common.smk").read_text()
     constraints = dict(re.findall(r"^\s+(\w+)=r\"([^\"]+)\",$", common, re.M))
-    pattern = "results/{env}/{quality}-{entropy}/{model}/seed{seed}/eval.parquet"
+    assert "model=wildcard_pattern()," in common
+    constraints["model"] = wildcard_pattern()
+    pattern = "results/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}/eval.parquet"
     for name, rx in constraints.items():
         pattern = pattern.replace("{" + name + "}", "{" + name + "," + rx + "}")
     regex = re.compile(regex_from_filepattern(pattern))
-    for model in ("bc", "bc-p", "rvs", "rvs-p", "dt", "dt-p"):
-        m = regex.match(f"results/MO-Hopper-v3/amateur-high/{model}/seed12/eval.parquet")
-        assert m and m.group("model") == model and m.group("seed") == "12" and m.group("env") == "MO-Hopper-v3"
+    for model in MODEL_ORDER:
+        for coverage in ("", "-shattered", "-narrow"):
+            m = regex.match(f"results/MO-Hopper-v3/amateur-high{coverage}/{model}/seed12/eval.parquet")
+            assert m and m.group("model") == model and m.group("seed") == "12" and m.group("env") == "MO-Hopper-v3"
+            assert m.group("entropy") == "high" and m.group("coverage") == coverage
     assert not regex.match("results/MO-Hopper-v3/amateur-high/dt-p-x/seed1/eval.parquet")
+    assert not regex.match("results/MO-Hopper-v3/amateur-high-broken/dt/seed1/eval.parquet")
     assert not regex.match("results/MO-Hopper-v3/amateur-hi/dt/seed1/eval.parquet")
 
 
 @pytest.mark.slow
 def test_smoke_pipeline_end_to_end(tmp_path):
     """The whole DAG on configs/smoke.yaml, as a subprocess, then every output is checked."""
-    from morl.agents import load_agent
     from morl.data import load_dataset
     from morl.evaluate import read_evaluation
+    from morl.families import load_agent
 
     config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
     # Two threads for the stepping rules: multi-threaded stepping must work under Snakemake too.
@@ -226,6 +234,26 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     changed = [row for row in hv_csv.read_text().splitlines() if row not in before.splitlines()]
     assert len(changed) == 1 and f",{env}," in changed[0] and ",bc," in changed[0], changed
 
+    # A coverage variant of the same data: derived (not collected again), trained, evaluated with
+    # its held-out preferences tagged, and tabled as a dataset row of its own.
+    res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), "--config",
+                    "coverages=[complete,narrow]", "models=[bc-p,td3bc-p]", cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert job_counts(res.stdout + res.stderr) == {"derive_coverage": 2, "train": 4, "evaluate": 4, "aggregate": 1,
+                                                   "all": 1, "total": 12}  # fmt: skip
+    q, h = config["qualities"][0], config["entropies"][0]
+    for env in config["envs"]:
+        variant = load_dataset(R / env / "data" / f"{q}-{h}-narrow.parquet")
+        assert variant.meta["coverage"]["removed_trajectories"] > 0
+        meta, arr = read_evaluation(R / env / f"{q}-{h}-narrow" / "td3bc-p" / "seed0" / "eval.parquet")
+        # the low-entropy data covers a narrow middle of w_1; its 4 and 10 grid points may all lie outside
+        assert meta["coverage"] == "narrow" and arr["held_out"].any()
+    metrics = pl.read_csv(R / "tables/metrics.csv")
+    narrow = metrics.filter(pl.col("entropy") == f"{h}-narrow")
+    assert len(narrow) == 4 and narrow["n_held_out"].min() > 0 and narrow["rd_held_out"].is_not_null().all()
+    assert metrics.filter(pl.col("entropy") == h)["hv_held_out"].is_null().all()
+    assert f"{q} {h}-H narrow" in (R / "tables/intervals.md").read_text()
+
 
 def test_imported_dataset_replaces_collection(tmp_path):
     """A cell named in imported_datasets is trained from that file and never collected."""
@@ -245,7 +273,8 @@ def test_imported_dataset_replaces_collection(tmp_path):
     assert counts["collect"] == 1  # only the HalfCheetah dataset
     assert "results/MO-Hopper-v3/data/amateur-low.parquet" not in out
     assert f"input: {imported}" in out
-    assert counts["train"] == 12 and counts["evaluate"] == 12
+    n_runs = len(config["models"]) * len(config["seeds"])  # one dataset of each env, Hopper's imported
+    assert counts["train"] == 2 * n_runs and counts["evaluate"] == 2 * n_runs
 
 
 def test_a_job_that_refuses_its_input_fails_with_one_line(tmp_path, tiny_dataset):

@@ -24,6 +24,7 @@ def main(sm) -> None:
             workers=sm.threads,
             reference_dataset=next(iter(sm.input.reference), None),
             definitions=sm.params.definitions,
+            coverage_source=next(iter(sm.input.coverage_source), None),
         )
 
 

@@ -1,11 +1,11 @@
-"""Rule `train`: one model on one dataset with one seed."""
+"""Rule `train`: one model on one dataset with one seed, by its family's trainer."""
 
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 import torch
 
 from morl.errors import run_stage
+from morl.families import train
 from morl.progress import log_to
-from morl.training import train
 
 
 def main(sm) -> None:

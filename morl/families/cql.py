@@ -1,0 +1,205 @@
+"""CQL(P) and CQL: conservative Q-learning (Kumar, Zhou, Tucker and Levine, "Conservative
+Q-Learning for Offline Reinforcement Learning", NeurIPS 2020), PEDA's value-based baseline.
+
+Both learn from the scalar reward ``w . r`` of the trajectory's own preference ``w`` (times
+``reward_scale``); the preference is never relabelled. CQL(P) (``cql-p``) gives the actor and
+the twin critics the preference as input, ``pi(a | s, w)`` and ``Q_k(s, a, w)``; CQL (``cql``)
+gives them the state only, one policy for every preference, like naive BC.
+
+The update follows CORL's single-file implementation of CQL (Tarasov et al., "CORL: Research-
+oriented Deep Offline Reinforcement Learning Library", NeurIPS 2023 Datasets and Benchmarks;
+itself a port of a reimplementation by one of the CQL authors), with its default configuration:
+
+- SAC backbone: a tanh-squashed Gaussian policy (network output: mean and log std, log std
+  offset by -1 and clipped to [-20, 2]) and twin scalar critics with Polyak-averaged targets;
+  automatic entropy tuning towards the target entropy ``-act_dim``, the temperature's learning
+  rate that of the policy; the critic target ``w . r + discount (1 - terminal) min_k Q'_k(s', a')``,
+  ``a' ~ pi(s')``, without the entropy term; policy loss ``alpha log pi(a~|s) - min_k Q_k(s, a~)``.
+- CQL(H) regulariser, weight ``cql_alpha`` (fixed, no Lagrangian), per critic:
+  ``cql_temp * logsumexp(Q / cql_temp)`` over ``cql_n_actions`` uniform random actions,
+  ``cql_n_actions`` policy actions at ``s`` and ``cql_n_actions`` policy actions at ``s'`` (all
+  evaluated at ``s``), importance-weighted by their densities, minus ``Q(s, a_data)``.
+- Networks initialised as CORL does: orthogonal critic layers, a small output layer for the policy.
+
+Each step updates the critics first, then the temperature and the policy (SAC's order; CORL
+updates the policy first, on the same batch), then the targets. CORL's optional BC warm-up
+(``bc_steps``, 0 by default) is not implemented.
+
+Defaults (:class:`Settings`), from CORL's ``TrainConfig``: batch 256, 1M steps, discount 0.99,
+tau 0.005, policy learning rate 3e-5, critic learning rate 3e-4, ``cql_alpha`` 10,
+``cql_n_actions`` 10, ``cql_temp`` 1, three hidden layers of 256 (``depth`` 3). Kumar et al.
+(Appendix F) use the same network sizes and learning rates of 1e-4 (policy) and 3e-4 (critics)
+with ``cql_alpha`` 5 on the Gym tasks.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from morl.families import value
+from morl.families.value import Dims, Policy, Scalar, TwinCritic
+
+NAME = "cql"
+MODELS = {"cql-p": "CQL(P)", "cql": "CQL"}
+CHECKPOINT_FORMAT = "morl-cql-agent"
+PARTIAL_FORMAT = "morl-cql-training-state"
+CHECKPOINT_FORMAT_VERSION = 1
+DEFINITIONS = ("statistics_from",)
+
+
+@dataclass(frozen=True)
+class Settings:
+    steps: int = 1_000_000
+    batch_size: int = 256
+    checkpoint_every: int = 1000
+    hidden: int = 256
+    depth: int = 3
+    statistics_from: str = "dataset"
+    discount: float = 0.99
+    tau: float = 0.005
+    reward_scale: float = 1.0
+    policy_lr: float = 3e-5
+    q_lr: float = 3e-4
+    cql_alpha: float = 10.0
+    cql_n_actions: int = 10
+    cql_temp: float = 1.0
+
+
+RULES = {
+    **value.COMMON_RULES,
+    "policy_lr": value.positive(),
+    "q_lr": value.positive(),
+    "cql_alpha": value.non_negative(),
+    "cql_n_actions": value.at_least(1),
+    "cql_temp": value.positive(),
+}
+
+
+def resolve_settings(values: dict | None = None) -> dict[str, Any]:
+    """``values`` with the :class:`Settings` defaults filled in and checked (InputError naming the key)."""
+    return value.resolve_settings_of(Settings, values, "CQL", RULES)
+
+
+def _conditioned(model_name: str) -> bool:
+    return model_name.endswith("-p")
+
+
+def _policy(model_name: str, dims: Dims, hp: dict) -> Policy:
+    return Policy(dims, hp["hidden"], hp["depth"], conditioned=_conditioned(model_name), head="tanh-gaussian")
+
+
+def _critics(model_name: str, dims: Dims, hp: dict) -> dict[str, torch.nn.Module]:
+    return {"critic": TwinCritic(dims, 1, hp["hidden"], hp["depth"], conditioned=_conditioned(model_name))}
+
+
+class CQLLearner(value.Learner):
+    critics = ("critic",)
+
+    def __init__(self, model_name: str, dims: Dims, hp: dict, device: torch.device):
+        super().__init__()
+        self.hp = hp
+        self.act_dim = dims.act_dim
+        policy = _policy(model_name, dims, hp)
+        last = policy.net[-1]
+        torch.nn.init.xavier_uniform_(last.weight, gain=1e-2)
+        torch.nn.init.zeros_(last.bias)
+        critic = _critics(model_name, dims, hp)["critic"]
+        value.orthogonal_init(critic.q1)
+        value.orthogonal_init(critic.q2)
+        self.policy = policy.to(device)
+        self.critic = critic.to(device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = Scalar(0.0).to(device)
+        self.target_entropy = -float(dims.act_dim)
+        self.modules = {
+            "actor": self.policy,
+            "critic": self.critic,
+            "critic_target": self.critic_target,
+            "log_alpha": self.log_alpha,
+        }
+        self.optimizers = {
+            "actor": value.adam(self.policy, hp["policy_lr"], device),
+            "critic": value.adam(self.critic, hp["q_lr"], device),
+            "log_alpha": value.adam(self.log_alpha, hp["policy_lr"], device),
+        }
+
+    @staticmethod
+    def _step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+        hp = self.hp
+        s, a, w = batch["states"], batch["actions"], batch["preferences"]
+        s2, not_done = batch["next_states"], batch["not_done"]
+        reward = (w * batch["rewards"]).sum(-1)
+        b, n, d = s.shape[0], hp["cql_n_actions"], self.act_dim
+
+        with torch.no_grad():
+            a2, _ = self.policy.sample(s2, w)
+            target_q = torch.min(*self.critic_target(s2, a2, w)).squeeze(-1)
+            y = reward + hp["discount"] * not_done.squeeze(-1) * target_q
+            # n uniform actions, n policy actions at s and n at s', all scored at s
+            s_rep, s2_rep, w_rep = (x.repeat_interleave(n, 0) for x in (s, s2, w))
+            random_actions = torch.rand(b * n, d, device=s.device) * 2 - 1
+            current_actions, current_logp = self.policy.sample(s_rep, w_rep)
+            next_actions, next_logp = self.policy.sample(s2_rep, w_rep)
+            log_density = torch.cat(
+                [
+                    torch.full((b, n), d * math.log(0.5), device=s.device),
+                    current_logp.view(b, n),
+                    next_logp.view(b, n),
+                ],
+                1,
+            )
+        q1, q2 = (q.squeeze(-1) for q in self.critic(s, a, w))
+        td_loss = F.mse_loss(q1, y) + F.mse_loss(q2, y)
+        sampled = torch.cat(
+            [random_actions.view(b, n, d), current_actions.view(b, n, d), next_actions.view(b, n, d)], 1
+        )
+        three = 3 * n
+        s_all = s.repeat_interleave(three, 0)
+        w_all = w.repeat_interleave(three, 0)
+        sq1, sq2 = (q.view(b, three) for q in self.critic(s_all, sampled.view(b * three, d), w_all))
+        temp = hp["cql_temp"]
+        penalty = 0.0
+        for sq, q in ((sq1, q1), (sq2, q2)):
+            ood = torch.logsumexp((sq - log_density) / temp, 1) * temp
+            penalty = penalty + (ood - q).mean()
+        critic_loss = td_loss + hp["cql_alpha"] * penalty
+        self._step(self.optimizers["critic"], critic_loss)
+
+        new_actions, logp = self.policy.sample(s, w)
+        alpha_loss = -(self.log_alpha() * (logp.detach() + self.target_entropy)).mean()
+        self._step(self.optimizers["log_alpha"], alpha_loss)
+        alpha = self.log_alpha().detach().exp()
+        q_new = torch.min(*self.critic(s, new_actions, w)).squeeze(-1)
+        actor_loss = (alpha * logp - q_new).mean()
+        self._step(self.optimizers["actor"], actor_loss)
+        value.soft_update(self.critic_target, self.critic, hp["tau"])
+        return critic_loss.detach()
+
+
+FAMILY = value.FamilySpec(
+    name=NAME,
+    models=MODELS,
+    checkpoint_format=CHECKPOINT_FORMAT,
+    partial_format=PARTIAL_FORMAT,
+    format_version=CHECKPOINT_FORMAT_VERSION,
+    definitions=DEFINITIONS,
+    resolve_settings=resolve_settings,
+    make_learner=CQLLearner,
+    build_policy=_policy,
+    build_critics=_critics,
+    relabels=False,
+)
+
+
+train, load_agent, load_critics = value.entry_points(FAMILY)

@@ -1,0 +1,19 @@
+rule derive_coverage:
+    """Cut preference bands out of a dataset: its shattered or narrow coverage variant (no re-collection)."""
+    input:
+        source=lambda wc: dataset_file(wc.env, wc.quality, wc.entropy),
+    output:
+        dataset=VARIANT,
+    log:
+        os.path.join(LOGS, "coverage/{env}/{quality}-{entropy}{coverage}.log"),
+    benchmark:
+        os.path.join(BENCH, "coverage/{env}/{quality}-{entropy}{coverage}.tsv")
+    wildcard_constraints:
+        coverage=r"-shattered|-narrow",
+    conda:
+        "../envs/morl.yaml"
+    threads: 1
+    params:
+        settings=lambda wc: coverage_settings(config),
+    script:
+        "../workflow_scripts/derive_coverage.py"
