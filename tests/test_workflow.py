@@ -47,6 +47,17 @@ def test_paper_grid_dry_run(tmp_path):
     assert elapsed < 60, f"dry run of the paper grid took {elapsed:.0f} s"
 
 
+def test_unseen_preferences_grid_dry_run(tmp_path):
+    """configs/unseen.yaml: three envs from their shipped policies, two datasets each, used complete and as
+    their shattered and narrow variants (derived, not collected), ten models, three seeds."""
+    res = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "configs/unseen.yaml"), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    counts = job_counts(res.stdout + res.stderr)
+    assert "behavior" not in counts and counts["behavior_front"] == 3
+    assert counts["collect"] == 6 and counts["derive_coverage"] == 12
+    assert counts["train"] == 540 and counts["evaluate"] == 540 and counts["aggregate"] == 1
+
+
 @pytest.mark.parametrize(
     "mutate, expected",
     [
