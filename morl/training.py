@@ -382,8 +382,9 @@ def _save_partial(path: Path, state: dict) -> None:
     save_torch(path, state)
 
 
-def _load_partial(path: Path, fingerprint: dict) -> dict | None:
-    """The partial state at ``path`` if it exists and belongs to this exact run, else None."""
+def _load_partial(path: Path, fingerprint: dict, partial_format: str = PARTIAL_FORMAT) -> dict | None:
+    """The partial state at ``path`` if it exists, is of ``partial_format`` and belongs to this exact
+    run (its ``fingerprint``), else None (with a warning saying why it is ignored)."""
     if not path.exists():
         return None
     try:
@@ -391,11 +392,11 @@ def _load_partial(path: Path, fingerprint: dict) -> dict | None:
     except TorchFileError as exc:
         log.warning("ignoring it: %s", exc)
         return None
-    if not isinstance(state, dict) or state.get("format") != PARTIAL_FORMAT:
-        log.warning("%s: ignoring a file that is not a partial training state", path)
+    if not isinstance(state, dict) or state.get("format") != partial_format:
+        log.warning("%s: ignoring a file that is not a partial training state of this model", path)
         return None
     if state.get("fingerprint") != fingerprint:
-        log.warning("%s: partial state is from a different run (dataset/model/seed/hp); starting afresh", path)
+        log.warning("%s: partial state is from a different run (dataset/model/seed/settings); starting afresh", path)
         return None
     return state
 

@@ -62,6 +62,7 @@ from morl.torch_io import TorchFileError, load_torch, save_torch
 from morl.training import (
     _cpu_state_dict,
     _dataset_facts,
+    _load_partial,
     curve_interval,
     load_reference,
     observation_stats,
@@ -517,24 +518,6 @@ def _save_partial(path: Path, state: dict) -> None:
     save_torch(path, state)
 
 
-def _load_partial(path: Path, partial_format: str, fingerprint: dict) -> dict | None:
-    """The partial state at ``path`` if it exists and belongs to this exact run, else None."""
-    if not path.exists():
-        return None
-    try:
-        state = load_torch(path, "partial training state")
-    except TorchFileError as exc:
-        log.warning("ignoring it: %s", exc)
-        return None
-    if not isinstance(state, dict) or state.get("format") != partial_format:
-        log.warning("%s: ignoring a file that is not a partial training state of this family", path)
-        return None
-    if state.get("fingerprint") != fingerprint:
-        log.warning("%s: partial state is from a different run (dataset/model/seed/settings); starting afresh", path)
-        return None
-    return state
-
-
 def train_family(
     family: FamilySpec,
     dataset_path: os.PathLike | str,
@@ -599,7 +582,7 @@ def train_family(
         curve: list[list[float]] = []
         loss_sum = torch.zeros((), device=dev)
         loss_count = 0
-        state = _load_partial(partial_path, family.partial_format, fingerprint)
+        state = _load_partial(partial_path, fingerprint, family.partial_format)
         if state is not None:
             learner.load_state_dict(state["learner"])
             sampler.set_state(state["sampler_rng"])
