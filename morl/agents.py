@@ -75,6 +75,24 @@ class CheckpointError(InputError):
         self.problem = problem
 
 
+def read_checkpoint_dict(path: os.PathLike | str) -> dict[str, Any]:
+    """The dict a final checkpoint file of any family holds, read with ``weights_only=True``; a
+    missing or unreadable file, one that holds no dict, or a partial training state (whose format
+    ends in ``-training-state``) raises :class:`CheckpointError` naming the file."""
+    if not Path(path).is_file():
+        raise CheckpointError(path, "checkpoint file does not exist")
+    try:
+        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
+    except TorchFileError as exc:
+        raise CheckpointError(path, exc.problem) from exc.__cause__
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
+    fmt = ckpt.get("format")
+    if isinstance(fmt, str) and fmt.endswith("-training-state"):
+        raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
+    return ckpt
+
+
 def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
     """Read and check a final agent checkpoint (``torch.load(weights_only=True)``).
 
@@ -83,16 +101,7 @@ def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
     state, or lacks keys / has inconsistent ones.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(path, "checkpoint file does not exist")
-    try:
-        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
-    except TorchFileError as exc:
-        raise CheckpointError(path, exc.problem) from exc.__cause__
-    if not isinstance(ckpt, dict):
-        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
-    if ckpt.get("format") == PARTIAL_FORMAT:
-        raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
+    ckpt = read_checkpoint_dict(path)
     if ckpt.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(path, f"not a morl agent checkpoint (format {ckpt.get('format')!r})")
     if ckpt.get("format_version") != CHECKPOINT_FORMAT_VERSION:

@@ -30,7 +30,6 @@ import importlib
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -131,22 +130,12 @@ def train(dataset_path, model_name: str, seed: int, settings: dict, checkpoint_p
 def checkpoint_model(path: os.PathLike | str) -> str:
     """The model a final checkpoint holds; a file that is no final checkpoint of any family is refused
     with a :class:`~morl.agents.CheckpointError` naming it."""
-    from morl.agents import CheckpointError
-    from morl.torch_io import TorchFileError, load_torch
+    from morl.agents import CheckpointError, read_checkpoint_dict
 
-    if not Path(path).is_file():
-        raise CheckpointError(path, "checkpoint file does not exist")
-    try:
-        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
-    except TorchFileError as exc:
-        raise CheckpointError(path, exc.problem) from exc.__cause__
-    if not isinstance(ckpt, dict):
-        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
+    ckpt = read_checkpoint_dict(path)
     fmt = ckpt.get("format")
     fam = next((f for f in FAMILIES if f.checkpoint_format == fmt), None)
     if fam is None:
-        if isinstance(fmt, str) and fmt.endswith("-training-state"):
-            raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
         raise CheckpointError(path, f"not a morl agent checkpoint (format {fmt!r})")
     name = ckpt.get("model_name")
     if name not in {m.name for m in fam.models}:

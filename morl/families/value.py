@@ -53,12 +53,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from morl import __version__
-from morl.agents import CheckpointError, as_batch
+from morl.agents import CheckpointError, as_batch, read_checkpoint_dict
 from morl.data import Dataset, file_sha256, load_dataset
 from morl.errors import InputError
 from morl.models import STATE_CLIP, STATISTICS_FROM, resolve_device
 from morl.progress import Progress
-from morl.torch_io import TorchFileError, load_torch, save_torch
+from morl.torch_io import save_torch
 from morl.training import (
     _cpu_state_dict,
     _dataset_facts,
@@ -675,17 +675,8 @@ def load_checkpoint(family: FamilySpec, path: os.PathLike | str) -> dict[str, An
     family or format version, or lacks keys / has inconsistent ones.
     """
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(path, "checkpoint file does not exist")
-    try:
-        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
-    except TorchFileError as exc:
-        raise CheckpointError(path, exc.problem) from exc.__cause__
-    if not isinstance(ckpt, dict):
-        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
+    ckpt = read_checkpoint_dict(path)
     fmt = ckpt.get("format")
-    if fmt == family.partial_format or (isinstance(fmt, str) and fmt.endswith("-training-state")):
-        raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
     if fmt != family.checkpoint_format:
         raise CheckpointError(
             path, f"not a {family.name} agent checkpoint (format {fmt!r}, expected {family.checkpoint_format!r})"
