@@ -18,7 +18,12 @@ and writes into ``out_dir``
 * ``intervals.{md,csv,tex}``: per cell, HV with a bootstrap interval over seeds, HV / B, EUM, IGD
   and cardinality; ``iqm.{md,csv,tex}`` and ``improvement.{md,csv,tex}``: the interquartile mean
   of HV / B per model and the probability of improvement between models, with intervals
-  (:mod:`morl.stats`), drawn in ``plots/statistics/{iqm,improvement}.{png,pdf}``.
+  (:mod:`morl.stats`), drawn in ``plots/statistics/{iqm,improvement}.{png,pdf}``;
+* with coverage variants among the datasets, ``generalisation.{md,csv,tex}``: per variant row and
+  model, the HV reached at the held-out preferences as a share of what the same model and seed
+  reached there when trained on the complete data, and ``generalisation_iqm.{md,csv,tex}``: its
+  interquartile mean per model and coverage, with intervals, drawn in
+  ``plots/statistics/generalisation.{png,pdf}``.
 
 Cells without evaluations are shown as "—" with a footnote, so everything can be built from
 whatever evaluations exist while an experiment is running. Files that would be counted twice, or
@@ -50,11 +55,15 @@ from morl.tables import (
     cell_stats,
     comparison_long,
     comparison_table,
+    generalisation_iqm_table,
+    generalisation_long,
+    generalisation_table,
     html_document,
     improvement_table,
     interval_long,
     interval_table,
     iqm_table,
+    is_variant,
     metric_long,
     metric_table,
     model_order,
@@ -69,12 +78,13 @@ from morl.tables import (
 
 Dataset = tuple[str, str, str]
 
-_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "rd_held_out")
+_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "hv_held_out_complete", "rd_held_out")
 METRICS_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String,
                   "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "ratio_dev": pl.Float64, "utility": pl.Float64,
                   "n_nondominated": pl.Int64, "n_points": pl.Int64, "eum": pl.Float64, "igd": pl.Float64,
                   "cardinality": pl.Int64, "coverage": pl.String, "n_held_out": pl.Int64,
-                  "hv_held_out": pl.Float64, "rd_held_out": pl.Float64, "file": pl.String}  # fmt: skip
+                  "hv_held_out": pl.Float64, "hv_held_out_complete": pl.Float64, "rd_held_out": pl.Float64,
+                  "file": pl.String}  # fmt: skip
 BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
                     **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:] if k not in _COVERAGE_COLUMNS}}  # fmt: skip
 
@@ -100,6 +110,26 @@ def held_out_measures(meta: dict, arr: dict) -> dict:
         "hv_held_out": float(hypervolume(returns)) if len(returns) else None,
         "rd_held_out": float(return_deviation(returns, arr["data_front_return"][sel])) if len(returns) else None,
     }
+
+
+def _preference_keys(preferences: np.ndarray) -> list[tuple[float, ...]]:
+    # Grid points are written from the same float64 grid, so nine decimals tell them apart exactly.
+    return [tuple(row) for row in np.round(np.asarray(preferences, float), 9)]
+
+
+def held_out_on_complete(variant: dict, complete: dict | None) -> float | None:
+    """The HV that a run on the complete data reached at the preferences a coverage-variant run
+    held out (``variant``, ``complete``: arrays of :func:`morl.evaluate.read_evaluation`, the same
+    model and seed). None when there is no complete run, nothing was held out, or the complete run
+    was not evaluated at every held-out preference (another grid)."""
+    if complete is None or "held_out" not in variant or not variant["held_out"].any():
+        return None
+    wanted = set(_preference_keys(variant["preference"][variant["held_out"]]))
+    keys = _preference_keys(complete["preference"])
+    sel = np.array([k in wanted for k in keys], bool)
+    if {k for k, s in zip(keys, sel, strict=True) if s} != wanted:
+        return None
+    return float(hypervolume(complete["return"][sel]))
 
 
 def _refuse_same_files(paths: Sequence[str | os.PathLike]) -> None:
@@ -182,6 +212,11 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
               "is of a model normalised with the expert-high dataset sha256 {}")  # fmt: skip
 
 
+def _run_key(meta: dict) -> tuple:
+    """A run without its coverage: env, quality, entropy level, model, training seed."""
+    return meta.get("env_id"), meta.get("quality"), meta.get("entropy"), meta.get("model"), meta.get("train_seed")
+
+
 def front_measures(returns) -> dict[str, float]:
     """EUM and cardinality of one set of achieved returns."""
     return {"eum": eum(returns), "cardinality": cardinality(returns)}
@@ -192,7 +227,9 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     n_nondominated, n_points, eum, igd (to the union front of B and every model evaluated on the same
     dataset, from the files given), cardinality, and for a coverage variant of a dataset (its
     entropy labelled e.g. ``high-shattered``) the held-out count, HV and return deviation
-    (:func:`held_out_measures`); baselines have no igd.
+    (:func:`held_out_measures`) and the HV the same model and seed reached at those preferences
+    when trained on the complete data (:func:`held_out_on_complete`, if among the files); baselines
+    have no igd.
 
     The files are checked first (:func:`check_evaluations`); a file given twice is refused.
     """
@@ -208,6 +245,8 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
         cell = (meta["env_id"], meta["quality"], entropy_label(meta))
         union.setdefault(cell, [behavior_returns[cell[0]]] if cell[0] in behavior_returns else []).append(arr["return"])
     reference = {cell: pareto_front(np.concatenate(parts)) for cell, parts in union.items()}
+    # The same model and seed trained on the complete data, for what a variant's cut cost
+    complete = {_run_key(meta): arr for _, meta, arr in models if "held_out" not in arr}
     rows = []
     for path, meta, arr in models:
         s = summarize(arr["preference"], arr["return"])
@@ -215,6 +254,7 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
         rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": cell[2],
                      "model": meta["model"], "seed": meta["train_seed"], **s, **front_measures(arr["return"]),
                      "igd": igd(arr["return"], reference[cell]), **held_out_measures(meta, arr),
+                     "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
                      "file": str(path)})  # fmt: skip
     baselines = []
     for path, meta, arr in fronts:
@@ -310,6 +350,12 @@ def aggregate(
     scores, score_rows = normalised_scores(metrics, baselines, datasets, models)
     tables["iqm"], longs["iqm"] = iqm_table(scores, score_rows)
     tables["improvement"], longs["improvement"] = improvement_table(scores)
+    if any(is_variant(entropy) for _, _, entropy in datasets):
+        longs["generalisation"] = generalisation_long(metrics, datasets, models)
+        tables["generalisation"] = generalisation_table(longs["generalisation"])
+        tables["generalisation_iqm"], longs["generalisation_iqm"] = generalisation_iqm_table(
+            metrics, longs["generalisation"]
+        )
     for name, table in tables.items():
         out[f"{name}_md"] = _write_text(out_dir / f"{name}.md", f"## {table.title}\n\n{to_markdown(table)}\n")
         out[f"{name}_csv"] = _write_csv(out_dir / f"{name}.csv", longs[name])
@@ -323,7 +369,7 @@ def aggregate(
     out["results"] = _write_text(out_dir / "results.md", "\n".join(md))
 
     written = write_plots(out_dir / "plots", metrics, baselines, datasets, models, curves or {}, behavior_evals,
-                          (longs["iqm"], longs["improvement"])) if plots else {}  # fmt: skip
+                          (longs["iqm"], longs["improvement"]), longs.get("generalisation_iqm")) if plots else {}  # fmt: skip
     out.update(written)
     figures = [
         (f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over seeds.", p)
@@ -343,6 +389,11 @@ def aggregate(
         ("Interquartile mean of HV / B per model over every dataset row and seed, bars = 95% stratified-bootstrap "
          "intervals (Agarwal et al. 2021).", p) for k, p in written.items() if k == "statistics:iqm"
     ]  # fmt: skip
+    figures += [
+        ("Generalisation: per coverage variant, the interquartile mean of each run's HV at the held-out preferences "
+         "as a share of what the same model and seed reached there trained on the complete data; bars = 95% "
+         "stratified-bootstrap intervals.", p) for k, p in written.items() if k == "statistics:generalisation"
+    ]  # fmt: skip
     page = html_document([to_html(t, table_id=f"table-{name}") for name, t in tables.items()], figures,
                          title="Results: tables and figures")  # fmt: skip
     out["summary"] = _write_text(out_dir / "summary.html", page)
@@ -353,13 +404,16 @@ def aggregate(
 def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
                 models: Sequence[str], curves: Mapping[str, str | os.PathLike],
                 behavior_evals: Sequence[str | os.PathLike],
-                statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Path]:  # fmt: skip
+                statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+                generalisation: pl.DataFrame | None = None) -> dict[str, Path]:  # fmt: skip
     """Every figure of the module docstring (PNG and PDF); returns the PNG paths, keyed
     ``plot:<env>/<quality>-<entropy>`` (Pareto), ``preference:...``, ``curves:...``, ``hv:<env>`` and
     ``statistics:iqm`` / ``statistics:improvement`` (from ``statistics``: the IQM and
-    probability-of-improvement frames of :func:`morl.tables.iqm_table` and :func:`morl.tables.improvement_table`)."""
+    probability-of-improvement frames of :func:`morl.tables.iqm_table` and :func:`morl.tables.improvement_table`)
+    and ``statistics:generalisation`` (from the frame of :func:`morl.tables.generalisation_iqm_table`)."""
     from morl.plots import (
         curves_figure,
+        generalisation_figure,
         hv_bars_figure,
         improvement_figure,
         iqm_figure,
@@ -417,4 +471,7 @@ def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, 
     if improvement is not None and len(improvement):
         out["statistics:improvement"], _ = save_figure(improvement_figure(improvement),
                                                        plot_dir / "statistics" / "improvement")  # fmt: skip
+    if generalisation is not None and len(generalisation):
+        out["statistics:generalisation"], _ = save_figure(generalisation_figure(generalisation),
+                                                          plot_dir / "statistics" / "generalisation")  # fmt: skip
     return out

@@ -231,13 +231,11 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
     return fig
 
 
-def iqm_figure(iqm: pl.DataFrame):
-    """Each model's IQM of HV / B as a point with its 95% interval as a bar (``iqm``: the frame of
-    :func:`morl.tables.iqm_table`: model, iqm, ci_low, ci_high, n_rows, n_seeds)."""
-    plt = _pyplot()
-    models = model_order(iqm["model"].to_list())
-    row = {r["model"]: r for r in iqm.iter_rows(named=True)}
-    fig, ax = plt.subplots(figsize=(6.0, 0.9 + 0.42 * len(models)))
+def _interval_rows(ax, frame: pl.DataFrame, xlabel: str) -> None:
+    """Each model of ``frame`` (model, iqm, ci_low, ci_high) as a point with its interval as a bar,
+    in table order from the top, with a dashed line at 1."""
+    models = model_order(frame["model"].to_list())
+    row = {r["model"]: r for r in frame.iter_rows(named=True)}
     for k, m in enumerate(reversed(models)):
         r = row[m]
         ax.plot([r["ci_low"], r["ci_high"]], [k, k], color=COLORS.get(m, "gray"), lw=6, alpha=0.5,
@@ -245,10 +243,34 @@ def iqm_figure(iqm: pl.DataFrame):
         ax.plot([r["iqm"]], [k], "|", color="black", ms=14, mew=2)
     ax.set_yticks(range(len(models)), [DISPLAY.get(m, m) for m in reversed(models)])
     ax.axvline(1.0, color="gray", ls="--", lw=1)
-    ax.set_xlabel("IQM of HV / B (bar: 95% stratified-bootstrap interval)")
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def iqm_figure(iqm: pl.DataFrame):
+    """Each model's IQM of HV / B as a point with its 95% interval as a bar (``iqm``: the frame of
+    :func:`morl.tables.iqm_table`: model, iqm, ci_low, ci_high, n_rows, n_seeds)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 0.9 + 0.42 * iqm["model"].n_unique()))
+    _interval_rows(ax, iqm, "IQM of HV / B (bar: 95% stratified-bootstrap interval)")
     first = iqm.row(0, named=True)
     ax.set_title(f"Interquartile mean over {first['n_rows']} datasets × {first['n_seeds']} seeds", fontsize=10)
-    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def generalisation_figure(frame: pl.DataFrame):
+    """One panel per coverage (``frame``: the frame of :func:`morl.tables.generalisation_iqm_table`):
+    each model's IQM of the held-out HV ratio with its 95% interval."""
+    plt = _pyplot()
+    kinds = list(dict.fromkeys(frame["coverage"].to_list()))
+    n_models = frame["model"].n_unique()
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 1.2 + 0.42 * n_models), sharey=True,
+                             squeeze=False)  # fmt: skip
+    for ax, kind in zip(axes[0], kinds, strict=True):
+        part = frame.filter(pl.col("coverage") == kind)
+        _interval_rows(ax, part, "held-out HV: variant / complete")
+        ax.set_title(f"{kind}: IQM over {part['n_rows'][0]} rows × {part['n_seeds'][0]} seeds", fontsize=10)
     fig.tight_layout()
     return fig
 

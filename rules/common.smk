@@ -165,11 +165,20 @@ for _name, _caption in [
     ("improvement", "statistics.rst"),
 ]:
     TABLE_FILES.update({f"{_name}_{ext}": (f"{_name}.{ext}", _caption) for ext in ("md", "csv", "tex")})
+# Written only when the config has coverage variants (the aggregate writes them for variant rows).
+VARIANT_TABLE_FILES = {
+    f"{_name}_{ext}": (f"{_name}.{ext}", "generalisation.rst")
+    for _name in ("generalisation", "generalisation_iqm")
+    for ext in ("md", "csv", "tex")
+}
 
 
 def table_outputs(tables_dir, with_report):
     out = {}
-    for key, (name, caption) in TABLE_FILES.items():
+    files = dict(TABLE_FILES)
+    if any(suffix for suffix in coverage_suffixes()):
+        files.update(VARIANT_TABLE_FILES)
+    for key, (name, caption) in files.items():
         out[key] = f"{tables_dir}/{name}"
         if with_report:
             sub = "All tables and key figures" if key == "summary" else "Markdown, CSV, LaTeX"

@@ -21,12 +21,14 @@ from morl.tables import kendall_tau, latex_escape
 ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (the paper's units)
 
 
-def fake_eval(path, quality, entropy, model, seed, returns, prefs=None, **extra):
+def fake_eval(path, quality, entropy, model, seed, returns, prefs=None, held_out=None, **extra):
     returns = np.asarray(returns, float)
     prefs = np.linspace([0, 1], [1, 0], len(returns)) if prefs is None else np.asarray(prefs, float)
     n = len(returns)
     res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": returns, "lengths": np.full(n, 500.0),
            "seeds": np.zeros((n, 1), int), "summary": {}}  # fmt: skip
+    if held_out is not None:  # an evaluation on a coverage variant
+        res |= {"held_out": np.asarray(held_out, bool), "data_front_return": np.full_like(returns, 3000.0)}
     meta = {"kind": "model", "env_id": ENV, "quality": quality, "entropy": entropy, "model": model, "train_seed": seed,
             **extra}  # fmt: skip
     write_evaluation(path, res, meta)
@@ -237,6 +239,71 @@ def test_statistics_tables_match_hand_computation(synthetic):
     poi = {(r["model"], r["other"]): r["p"] for r in pl.read_csv(out["improvement_csv"]).iter_rows(named=True)}
     assert poi == {("dt-p", "bc"): 1.0, ("bc", "dt-p"): 0.0}
     assert "**1.00 [1.00, 1.00]**" in out["improvement_md"].read_text()
+
+
+def test_generalisation_tables_match_hand_computation(tmp_path):
+    """Four grid points; the narrow variant held out the two ends (w1 = 0 and 1).
+
+    At the held-out points (reference point at the origin, HV unit 1e6):
+      BC(P) seed 0: complete {(2000, 2000)} HV 4e6, variant {(1000, 2000)} 2e6 -> ratio 0.5
+      BC(P) seed 1: complete 4e6, variant {(2000, 2000)} 4e6                -> ratio 1.0
+      MODT(P) seed 0: complete 4e6, variant {(1000, 1000)} 1e6              -> ratio 0.25
+      MODT(P) seed 1: complete {(1000, 1000)} 1e6, variant 1e6              -> ratio 1.0
+    The points between the ends (only the variant's) do not enter.
+    """
+    d = tmp_path / "evals"
+    d.mkdir()
+    held = [True, False, False, True]
+    mid = [[9000, 9000], [9000, 9000]]
+    complete_end = {("bc-p", 0): [2000, 2000], ("bc-p", 1): [2000, 2000], ("dt-p", 0): [2000, 2000],
+                    ("dt-p", 1): [1000, 1000]}  # fmt: skip
+    variant_ends = {("bc-p", 0): [[1000, 2000], [1000, 2000]], ("bc-p", 1): [[2000, 2000], [2000, 2000]],
+                    ("dt-p", 0): [[1000, 1000], [1000, 1000]], ("dt-p", 1): [[1000, 1000], [1000, 1000]]}  # fmt: skip
+    evals = []
+    for (model, seed), end in complete_end.items():
+        evals.append(fake_eval(d / f"{model}{seed}.parquet", "expert", "high", model, seed, [end, [1, 1], [1, 1], end]))
+        a, b = variant_ends[(model, seed)]
+        evals.append(fake_eval(d / f"{model}{seed}n.parquet", "expert", "high", model, seed, [a, *mid, b],
+                               held_out=held, coverage="narrow"))  # fmt: skip
+    front = fake_front(d / "front.parquet", [[2000, 2500], [2500, 2000]], [[900, 900], [900, 900]], [[10, 10], [5, 5]])
+    datasets = [(ENV, "expert", "high"), (ENV, "expert", "high-narrow")]
+    out = aggregate(evals, [front], tmp_path / "tables", datasets=datasets, models=["dt-p", "bc-p"])
+    metrics = pl.read_csv(out["metrics"]).filter(pl.col("entropy") == "high-narrow").sort("model", "seed")
+    assert metrics["hv_held_out"].to_list() == [2e6, 4e6, 1e6, 1e6]
+    assert metrics["hv_held_out_complete"].to_list() == [4e6, 4e6, 4e6, 1e6]
+    complete = pl.read_csv(out["metrics"]).filter(pl.col("entropy") == "high")
+    assert complete["hv_held_out_complete"].is_null().all()
+    cells = {r["model"]: r for r in pl.read_csv(out["generalisation_csv"]).iter_rows(named=True)}
+    assert cells["bc-p"]["ratio_mean"] == pytest.approx(0.75) and cells["bc-p"]["ratio_std"] == pytest.approx(0.25)
+    assert cells["dt-p"]["ratio_mean"] == pytest.approx(0.625)
+    assert (cells["bc-p"]["hv_held_out"], cells["bc-p"]["hv_held_out_complete"]) == (3.0, 4.0)
+    assert 0.5 <= cells["bc-p"]["ratio_ci_low"] <= 0.75 <= cells["bc-p"]["ratio_ci_high"] <= 1.0
+    assert "| MO-HalfCheetah-v2 | expert high-H narrow | BC(P) | 2 | 3.00 (×1e6) | 4.00 | 0.75 ± 0.25 |" in (
+        out["generalisation_md"].read_text()
+    )
+    # One row, two seeds: the IQM (25% trimmed mean) of two numbers is their mean
+    iqm = {r["model"]: r for r in pl.read_csv(out["generalisation_iqm_csv"]).iter_rows(named=True)}
+    assert iqm["bc-p"]["iqm"] == pytest.approx(0.75) and iqm["dt-p"]["iqm"] == pytest.approx(0.625)
+    assert iqm["bc-p"]["coverage"] == "narrow" and iqm["bc-p"]["n_rows"] == 1
+    assert out["statistics:generalisation"].stat().st_size > 0
+
+
+def test_no_generalisation_tables_without_coverage_variants(synthetic):
+    out = run_aggregate(synthetic, plots=False)
+    assert "generalisation_md" not in out and not (synthetic["dir"] / "tables" / "generalisation.md").exists()
+
+
+def test_a_variant_run_without_its_complete_run_has_no_ratio(tmp_path):
+    d = tmp_path / "evals"
+    d.mkdir()
+    e = fake_eval(d / "v.parquet", "expert", "high", "bc-p", 0, [[1000, 1000], [1, 1]], held_out=[True, False],
+                  coverage="shattered")  # fmt: skip
+    out = aggregate([e], [], tmp_path / "tables", datasets=[(ENV, "expert", "high-shattered")], plots=False)
+    row = pl.read_csv(out["metrics"]).row(0, named=True)
+    assert row["hv_held_out"] == 1e6 and row["hv_held_out_complete"] is None
+    cell = pl.read_csv(out["generalisation_csv"]).row(0, named=True)  # shown, not dropped
+    assert (cell["n_seeds"], cell["n_undefined"], cell["ratio_mean"]) == (1, 1, None)
+    assert "| 1 (1 undefined) | 1.00 (×1e6) | — | — | — |" in out["generalisation_md"].read_text()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -264,6 +264,11 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     assert len(narrow) == 4 and narrow["n_held_out"].min() > 0 and narrow["rd_held_out"].is_not_null().all()
     assert metrics.filter(pl.col("entropy") == h)["hv_held_out"].is_null().all()
     assert f"{q} {h}-H narrow" in (R / "tables/intervals.md").read_text()
+    # each variant run is read against the same model and seed trained on the complete data
+    assert narrow["hv_held_out_complete"].is_not_null().all()
+    generalisation = pl.read_csv(R / "tables/generalisation.csv")
+    assert sorted(generalisation["model"].to_list()) == ["bc-p"] * 2 + ["td3bc-p"] * 2
+    assert (R / "tables/generalisation_iqm.md").exists()
 
 
 def test_imported_dataset_replaces_collection(tmp_path):
