@@ -20,10 +20,10 @@ and writes into ``out_dir``
   of HV / B per model and the probability of improvement between models, with intervals
   (:mod:`morl.stats`), drawn in ``plots/statistics/{iqm,improvement}.{png,pdf}``;
 * with coverage variants among the datasets, ``generalisation.{md,csv,tex}``: per variant row and
-  model, the HV reached at the held-out preferences as a share of what the same model and seed
-  reached there when trained on the complete data, and ``generalisation_iqm.{md,csv,tex}``: its
-  interquartile mean per model and coverage, with intervals, drawn in
-  ``plots/statistics/generalisation.{png,pdf}``.
+  model, the HV / B reached at the held-out preferences (B's HV at the same points) by the runs
+  trained on the variant and by the same model and seeds trained on the complete data, and
+  ``generalisation_iqm.{md,csv,tex}``: the interquartile mean of both per model and coverage, with
+  intervals, drawn in ``plots/statistics/generalisation.{png,pdf}``.
 
 Cells without evaluations are shown as "—" with a footnote, so everything can be built from
 whatever evaluations exist while an experiment is running. Files that would be counted twice, or
@@ -78,12 +78,13 @@ from morl.tables import (
 
 Dataset = tuple[str, str, str]
 
-_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "hv_held_out_complete", "rd_held_out")
+_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "hv_held_out_complete", "b_held_out", "rd_held_out")
 METRICS_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String,
                   "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "ratio_dev": pl.Float64, "utility": pl.Float64,
                   "n_nondominated": pl.Int64, "n_points": pl.Int64, "eum": pl.Float64, "igd": pl.Float64,
                   "cardinality": pl.Int64, "coverage": pl.String, "n_held_out": pl.Int64,
-                  "hv_held_out": pl.Float64, "hv_held_out_complete": pl.Float64, "rd_held_out": pl.Float64,
+                  "hv_held_out": pl.Float64, "hv_held_out_complete": pl.Float64, "b_held_out": pl.Float64,
+                  "rd_held_out": pl.Float64,
                   "file": pl.String}  # fmt: skip
 BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
                     **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:] if k not in _COVERAGE_COLUMNS}}  # fmt: skip
@@ -118,10 +119,11 @@ def _preference_keys(preferences: np.ndarray) -> list[tuple[float, ...]]:
 
 
 def held_out_on_complete(variant: dict, complete: dict | None) -> float | None:
-    """The HV that a run on the complete data reached at the preferences a coverage-variant run
-    held out (``variant``, ``complete``: arrays of :func:`morl.evaluate.read_evaluation`, the same
-    model and seed). None when there is no complete run, nothing was held out, or the complete run
-    was not evaluated at every held-out preference (another grid)."""
+    """The HV that another evaluation reached at the preferences a coverage-variant run held out
+    (``variant``, ``complete``: arrays of :func:`morl.evaluate.read_evaluation`; ``complete`` the
+    same model and seed trained on the complete data, or B's front). None when there is no such
+    evaluation, nothing was held out, or it was not evaluated at every held-out preference (another
+    grid)."""
     if complete is None or "held_out" not in variant or not variant["held_out"].any():
         return None
     wanted = set(_preference_keys(variant["preference"][variant["held_out"]]))
@@ -227,9 +229,9 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     n_nondominated, n_points, eum, igd (to the union front of B and every model evaluated on the same
     dataset, from the files given), cardinality, and for a coverage variant of a dataset (its
     entropy labelled e.g. ``high-shattered``) the held-out count, HV and return deviation
-    (:func:`held_out_measures`) and the HV the same model and seed reached at those preferences
-    when trained on the complete data (:func:`held_out_on_complete`, if among the files); baselines
-    have no igd.
+    (:func:`held_out_measures`), the HV the same model and seed reached at those preferences when
+    trained on the complete data and the HV of B there (:func:`held_out_on_complete`, if among the
+    files); baselines have no igd.
 
     The files are checked first (:func:`check_evaluations`); a file given twice is refused.
     """
@@ -239,6 +241,8 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     fronts = [(path, *read_evaluation(path)) for path in behavior_evals]
     check_evaluations([(p, m) for p, m, _ in models], [(p, m) for p, m, _ in fronts])
     behavior_returns = {meta["env_id"]: arr["return"][arr["policy"] == "behavior"] for _, meta, arr in fronts}
+    behavior_points = {meta["env_id"]: {k: arr[k][arr["policy"] == "behavior"] for k in ("preference", "return")}
+                       for _, meta, arr in fronts}  # fmt: skip
     # IGD's reference: per dataset, the front of everything evaluated on it, B included
     union: dict[tuple, list] = {}
     for _, meta, arr in models:
@@ -255,6 +259,7 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
                      "model": meta["model"], "seed": meta["train_seed"], **s, **front_measures(arr["return"]),
                      "igd": igd(arr["return"], reference[cell]), **held_out_measures(meta, arr),
                      "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
+                     "b_held_out": held_out_on_complete(arr, behavior_points.get(meta["env_id"])),
                      "file": str(path)})  # fmt: skip
     baselines = []
     for path, meta, arr in fronts:
@@ -390,9 +395,9 @@ def aggregate(
          "intervals (Agarwal et al. 2021).", p) for k, p in written.items() if k == "statistics:iqm"
     ]  # fmt: skip
     figures += [
-        ("Generalisation: per coverage variant, the interquartile mean of each run's HV at the held-out preferences "
-         "as a share of what the same model and seed reached there trained on the complete data; bars = 95% "
-         "stratified-bootstrap intervals.", p) for k, p in written.items() if k == "statistics:generalisation"
+        ("Generalisation: per coverage variant, the interquartile mean of HV / B at the held-out preferences, "
+         "trained on the complete data (gray) and on the variant (color); bars = 95% stratified-bootstrap "
+         "intervals.", p) for k, p in written.items() if k == "statistics:generalisation"
     ]  # fmt: skip
     page = html_document([to_html(t, table_id=f"table-{name}") for name, t in tables.items()], figures,
                          title="Results: tables and figures")  # fmt: skip

@@ -261,16 +261,27 @@ def iqm_figure(iqm: pl.DataFrame):
 
 def generalisation_figure(frame: pl.DataFrame):
     """One panel per coverage (``frame``: the frame of :func:`morl.tables.generalisation_iqm_table`):
-    each model's IQM of the held-out HV ratio with its 95% interval."""
+    for each model, the IQM of HV / B at the held-out preferences with its 95% interval, trained on
+    the complete data (gray, upper) and on the variant (the model's color, lower)."""
     plt = _pyplot()
     kinds = list(dict.fromkeys(frame["coverage"].to_list()))
-    n_models = frame["model"].n_unique()
-    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 1.2 + 0.42 * n_models), sharey=True,
+    models = model_order(frame["model"].unique().to_list())
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 1.2 + 0.55 * len(models)), sharey=True,
                              squeeze=False)  # fmt: skip
     for ax, kind in zip(axes[0], kinds, strict=True):
         part = frame.filter(pl.col("coverage") == kind)
-        _interval_rows(ax, part, "held-out HV: variant / complete")
+        for k, m in enumerate(reversed(models)):
+            for data, dy, color in (("complete", 0.17, "gray"), ("variant", -0.17, COLORS.get(m, "gray"))):
+                r = part.filter((pl.col("model") == m) & (pl.col("data") == data))
+                if not len(r):
+                    continue
+                ax.plot([r["ci_low"][0], r["ci_high"][0]], [k + dy, k + dy], color=color, lw=5, alpha=0.6,
+                        solid_capstyle="butt")  # fmt: skip
+                ax.plot([r["iqm"][0]], [k + dy], "|", color="black", ms=10, mew=2)
+        ax.set_yticks(range(len(models)), [DISPLAY.get(m, m) for m in reversed(models)])
+        ax.set_xlabel("held-out HV / B (gray: complete data; color: variant)")
         ax.set_title(f"{kind}: IQM over {part['n_rows'][0]} rows × {part['n_seeds'][0]} seeds", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
 

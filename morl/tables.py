@@ -623,87 +623,101 @@ def is_variant(entropy: str) -> bool:
     return "-" in entropy
 
 
+def held_out_scores(metrics: pl.DataFrame, dataset: Dataset, model: str) -> pl.DataFrame:
+    """One model's runs on one variant row, by seed, with its held-out HV as a share of B's HV at the
+    same preferences (``variant``) and the same for the run of that model and seed on the complete
+    data (``complete``, null where that run is not among the evaluations). Runs whose B there is 0
+    or unknown have no score and are left out."""
+    env, quality, entropy = dataset
+    runs = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy)
+                          & (pl.col("model") == model) & pl.col("hv_held_out").is_not_null()
+                          & pl.col("b_held_out").is_not_null() & (pl.col("b_held_out") > 0)).sort("seed")  # fmt: skip
+    return runs.select("seed", (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
+                       (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"))  # fmt: skip
+
+
 def generalisation_long(metrics: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]) -> pl.DataFrame:
-    """Per coverage-variant row and model: the HV reached at the held-out preferences, the HV the
-    same model and seeds reached there when trained on the complete data (paper units), and their
-    ratio per seed: mean, std and 95% bootstrap interval over the seeds that have both. A seed whose
-    complete-data run is missing or reached no HV there has no ratio and is counted in
-    ``n_undefined``."""
+    """Per coverage-variant row and model, on the held-out preferences: B's HV there (paper units);
+    the HV / B of the runs trained on the variant and of the same model and seeds trained on the
+    complete data, each with its mean and 95% bootstrap interval over seeds; and their paired
+    difference (variant − complete, per seed) with its interval. A run has no score where B's HV
+    at the held-out preferences is 0 (``n_seeds`` counts those scored)."""
     from morl.stats import cell_interval
+
+    def stat(values: np.ndarray) -> tuple:
+        if not len(values):
+            return None, None, None
+        return float(values.mean()), *cell_interval(values, CONFIDENCE, REPS, STATS_SEED)
 
     models = ordered_models(models, metrics)
     rows = []
     for env, quality, entropy in datasets:
-        if not is_variant(entropy) or "hv_held_out_complete" not in metrics.columns:
+        if not is_variant(entropy) or "b_held_out" not in metrics.columns:
             continue
-        unit = HV_UNITS.get(env, 1.0)
+        b_rows = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality)
+                                & (pl.col("entropy") == entropy))["b_held_out"].drop_nulls()  # fmt: skip
         for m in models:
-            runs, ratio = held_out_ratios(metrics, (env, quality, entropy), m)
-            if not len(runs):
+            scores = held_out_scores(metrics, (env, quality, entropy), m)
+            if not len(scores):
                 continue
-            complete = runs["hv_held_out_complete"].mean()
-            low, high = cell_interval(ratio, CONFIDENCE, REPS, STATS_SEED) if len(ratio) else (None, None)
+            paired = scores.drop_nulls()
+            v, c = scores["variant"].to_numpy(), scores["complete"].drop_nulls().to_numpy()
+            d = (paired["variant"] - paired["complete"]).to_numpy()
             rows.append({
                 "env": env, "quality": quality, "entropy": entropy, "coverage": entropy.partition("-")[2],
-                "model": m, "n_seeds": len(runs), "n_undefined": len(runs) - len(ratio), "unit": unit,
-                "hv_held_out": float(runs["hv_held_out"].mean() / unit),
-                "hv_held_out_complete": None if complete is None else float(complete / unit),
-                "ratio_mean": float(ratio.mean()) if len(ratio) else None,
-                "ratio_std": float(ratio.std()) if len(ratio) else None,
-                "ratio_ci_low": low, "ratio_ci_high": high,
+                "model": m, "n_seeds": len(scores), "n_paired": len(paired), "unit": HV_UNITS.get(env, 1.0),
+                "b_held_out": float(b_rows[0] / HV_UNITS.get(env, 1.0)) if len(b_rows) else None,
+                **dict(zip(("variant", "variant_ci_low", "variant_ci_high"), stat(v), strict=True)),
+                **dict(zip(("complete", "complete_ci_low", "complete_ci_high"), stat(c), strict=True)),
+                **dict(zip(("difference", "difference_ci_low", "difference_ci_high"), stat(d), strict=True)),
             })  # fmt: skip
     schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "coverage": pl.String, "model": pl.String,
-              "n_seeds": pl.Int64, "n_undefined": pl.Int64, "unit": pl.Float64, "hv_held_out": pl.Float64,
-              "hv_held_out_complete": pl.Float64, "ratio_mean": pl.Float64, "ratio_std": pl.Float64,
-              "ratio_ci_low": pl.Float64, "ratio_ci_high": pl.Float64}  # fmt: skip
+              "n_seeds": pl.Int64, "n_paired": pl.Int64, "unit": pl.Float64, "b_held_out": pl.Float64,
+              **{f"{k}{suffix}": pl.Float64 for k in ("variant", "complete", "difference")
+                 for suffix in ("", "_ci_low", "_ci_high")}}  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
+
+
+def _mean_ci(r: dict, key: str, signed: bool = False) -> Cell:
+    if r[key] is None:
+        return Cell(MISSING)
+    f = "{:+.2f}" if signed else "{:.2f}"
+
+    def show(x: float) -> str:
+        return f.format(round(x, 2) + 0.0)  # + 0.0: no "-0.00" for a difference that rounds to zero
+
+    return Cell(f"{show(r[key])} [{show(r[key + '_ci_low'])}, {show(r[key + '_ci_high'])}]")
 
 
 def generalisation_table(long: pl.DataFrame) -> Table:
     """:func:`generalisation_long` as a table, one row per env, variant and model."""
-    header = [Cell(t) for t in ("env", "dataset", "model", "seeds", "held-out HV, variant (unit)",
-                                "same points, complete data", "ratio", "ratio 95% CI")]  # fmt: skip
+    header = [Cell(t) for t in ("env", "dataset", "model", "seeds", "B held-out (unit)", "HV / B, variant",
+                                "HV / B, complete data", "variant − complete")]  # fmt: skip
     rows = []
     for r in long.iter_rows(named=True):
-        unit = f" (×{unit_label(r['unit'])})"
-        seeds = str(r["n_seeds"]) + (f" ({r['n_undefined']} undefined)" if r["n_undefined"] else "")
-        if r["ratio_mean"] is None:
-            ratio, ci = Cell(MISSING), Cell(MISSING)
-        else:
-            ratio = Cell(f"{r['ratio_mean']:.2f} ± {r['ratio_std']:.2f}")
-            ci = Cell(f"[{r['ratio_ci_low']:.2f}, {r['ratio_ci_high']:.2f}]")
+        seeds = str(r["n_seeds"]) + (f" ({r['n_paired']} paired)" if r["n_paired"] != r["n_seeds"] else "")
+        b = MISSING if r["b_held_out"] is None else f"{fmt_number(r['b_held_out'])[0]} (×{unit_label(r['unit'])})"
         rows.append([Cell(r["env"]), Cell(dataset_label(r["quality"], r["entropy"])), Cell(display_name(r["model"])),
-                     Cell(seeds), Cell(f"{fmt_number(r['hv_held_out'])[0]}{unit}"),
-                     Cell(MISSING if r["hv_held_out_complete"] is None else fmt_number(r["hv_held_out_complete"])[0]),
-                     ratio, ci])  # fmt: skip
+                     Cell(seeds), Cell(b), _mean_ci(r, "variant"), _mean_ci(r, "complete"),
+                     _mean_ci(r, "difference", signed=True)])  # fmt: skip
     notes = [
-        "Held-out preferences: the grid points whose w₁ lies in a band the variant removed from its data. Variant: the "
-        "HV of the returns a model trained on the variant reached there; complete data: the HV the same model and "
-        "seed reached at the same points when trained on the complete data (means over seeds, the row's unit).",
-        "Ratio: variant / complete per seed, mean ± std, with a percentile-bootstrap 95% interval over the seeds "
-        f"({REPS} resamples). 1 means the cut cost nothing at the held-out preferences; an interval that contains 1 "
-        'does not show a cost. A seed has no ratio ("undefined") where its complete-data run is not among the '
-        "evaluations or reached HV 0 there.",
+        "On the held-out preferences only: the grid points whose w₁ lies in a band the variant removed from its data. "
+        "HV / B there: the HV of the returns a run reached at those points divided by the HV of B's returns at the same "
+        "points. Variant: runs trained on the variant; complete data: the same model and seeds trained on the "
+        "complete data, evaluated on the same grid.",
+        f"Mean over seeds [95% percentile-bootstrap interval, {REPS} resamples]; variant − complete is paired by seed. "
+        "A difference whose interval contains 0 is not resolved by this experiment; with 3 seeds intervals are coarse.",
     ]
-    return Table("Generalisation to held-out preferences: HV there, trained on the variant vs. the complete data",
+    return Table("Generalisation to held-out preferences: HV / B there, trained on the variant vs. the complete data",
                  header, rows, notes, n_label_columns=4)  # fmt: skip
 
 
-def held_out_ratios(metrics: pl.DataFrame, dataset: Dataset, model: str) -> tuple[pl.DataFrame, np.ndarray]:
-    """The runs of one model on one variant row that have a held-out HV (by seed), and the ratio
-    variant / complete of those whose complete-data run was evaluated and reached HV above 0 there."""
-    env, quality, entropy = dataset
-    runs = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy)
-                          & (pl.col("model") == model) & pl.col("hv_held_out").is_not_null()).sort("seed")  # fmt: skip
-    defined = runs.filter(pl.col("hv_held_out_complete").is_not_null() & (pl.col("hv_held_out_complete") > 0))
-    return runs, (defined["hv_held_out"] / defined["hv_held_out_complete"]).to_numpy()
-
-
 def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple[Table, pl.DataFrame]:
-    """Per coverage (each variant kind, then all together) and model: the interquartile mean of the
-    held-out HV ratio of :func:`generalisation_long` over rows and seeds, with its stratified
-    bootstrap interval. A row enters only where every model has the same number of seeds with a
-    defined ratio (the shape :func:`morl.stats.iqm_intervals` needs)."""
+    """Per coverage (each variant kind, then all together) and model: the interquartile mean over
+    rows and seeds of the held-out HV / B of the runs trained on the variant and of those trained on
+    the complete data, each with its stratified-bootstrap interval. A row enters only where every
+    model has the same number of seeds with both scores (the shape :func:`morl.stats.iqm_intervals`
+    needs)."""
     from morl.stats import iqm_intervals
 
     models = model_order(long["model"].unique().to_list()) if len(long) else []
@@ -711,41 +725,39 @@ def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple
     records = []
     for kind in [*kinds, "all"] if len(kinds) > 1 else kinds:
         part = long if kind == "all" else long.filter(pl.col("coverage") == kind)
-        per_row: dict[tuple, dict[str, np.ndarray]] = {}
-        for key in part.select("env", "quality", "entropy").unique(maintain_order=True).iter_rows():
-            cell = part.filter(
-                (pl.col("env") == key[0]) & (pl.col("quality") == key[1]) & (pl.col("entropy") == key[2])
-            )
-            per_row[key] = {r["model"]: r for r in cell.iter_rows(named=True)}
-        kept = [k for k, by_model in per_row.items()
-                if set(by_model) == set(models) and len({r["n_seeds"] - r["n_undefined"] for r in by_model.values()}) == 1
-                and all(r["n_undefined"] == 0 for r in by_model.values())]  # fmt: skip
+        keys = part.select("env", "quality", "entropy").unique(maintain_order=True).iter_rows()
+        per_row = {k: {m: held_out_scores(metrics, k, m).drop_nulls() for m in models} for k in keys}
+        kept = [k for k, by_model in per_row.items() if len({len(v) for v in by_model.values()}) == 1
+                and len(next(iter(by_model.values())))]  # fmt: skip
         if not kept:
             continue
-        scores = {m: np.stack([held_out_ratios(metrics, k, m)[1] for k in kept], axis=1) for m in models}
-        for m, (point, low, high) in iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED).items():
-            records.append({"coverage": kind, "model": m, "iqm": point, "ci_low": low, "ci_high": high,
-                            "n_rows": len(kept), "n_seeds": int(scores[m].shape[0])})  # fmt: skip
-    frame = pl.DataFrame(records, schema={"coverage": pl.String, "model": pl.String, "iqm": pl.Float64,
-                                          "ci_low": pl.Float64, "ci_high": pl.Float64, "n_rows": pl.Int64,
-                                          "n_seeds": pl.Int64})  # fmt: skip
+        for data in ("variant", "complete"):
+            scores = {m: np.stack([per_row[k][m][data].to_numpy() for k in kept], axis=1) for m in models}
+            for m, (point, low, high) in iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED).items():
+                records.append({"coverage": kind, "data": data, "model": m, "iqm": point, "ci_low": low,
+                                "ci_high": high, "n_rows": len(kept), "n_seeds": int(scores[m].shape[0])})  # fmt: skip
+    frame = pl.DataFrame(records, schema={"coverage": pl.String, "data": pl.String, "model": pl.String,
+                                          "iqm": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
+                                          "n_rows": pl.Int64, "n_seeds": pl.Int64})  # fmt: skip
     shown = [k for k in [*kinds, "all"] if k in set(frame["coverage"].to_list())]
-    header = [Cell("model"), *[Cell(f"{k} (IQM [95% CI])") for k in shown]]
+    header = [Cell("model")] + [Cell(f"{k}: {data}") for k in shown for data in ("complete", "variant")]
     body = []
     for m in models:
         cells = [Cell(display_name(m))]
         for k in shown:
-            r = frame.filter((pl.col("coverage") == k) & (pl.col("model") == m))
-            cells.append(Cell(MISSING) if not len(r) else
-                         Cell(f"{r['iqm'][0]:.2f} [{r['ci_low'][0]:.2f}, {r['ci_high'][0]:.2f}]"))  # fmt: skip
+            for data in ("complete", "variant"):
+                r = frame.filter((pl.col("coverage") == k) & (pl.col("data") == data) & (pl.col("model") == m))
+                cells.append(Cell(MISSING) if not len(r) else
+                             Cell(f"{r['iqm'][0]:.2f} [{r['ci_low'][0]:.2f}, {r['ci_high'][0]:.2f}]"))  # fmt: skip
         body.append(cells)
-    counts = ", ".join(f"{k}: {frame.filter(pl.col('coverage') == k)['n_rows'][0]} rows" for k in shown)
+    counts = "; ".join(f"{k}: {frame.filter(pl.col('coverage') == k)['n_rows'][0]} rows" for k in shown)
     notes = [
-        "Interquartile mean over variant rows and seeds of each run's held-out HV ratio (trained on the variant / the "
-        f"same model and seed trained on the complete data, at the held-out preferences), with a stratified-bootstrap "
-        f"95% interval ({REPS} resamples), after Agarwal et al. (2021). {counts or 'no rows yet'}. A row enters only "
-        "where every model has the same number of seeds, each with a defined ratio.",
-        "1 means cutting the bands cost nothing where they were cut. Overlapping intervals do not tell models apart.",
+        "Interquartile mean over variant rows and seeds of the HV / B reached at the held-out preferences, by runs "
+        "trained on the complete data and by the same models and seeds trained on the variant, with stratified-"
+        f"bootstrap 95% intervals ({REPS} resamples), after Agarwal et al. (2021). {counts or 'No rows yet'}. A row "
+        "enters only where every model has the same number of seeds with both scores.",
+        "A model generalises where its variant interval matches its complete one; where the two intervals overlap, "
+        "this experiment does not show a cost of the cut.",
     ]
-    return Table("Generalisation to held-out preferences: IQM of the held-out HV ratio", header, body, notes,
-                 n_label_columns=1), frame  # fmt: skip
+    return Table("Generalisation to held-out preferences: IQM of HV / B there, complete data vs. variant", header,
+                 body, notes, n_label_columns=1), frame  # fmt: skip

@@ -242,14 +242,15 @@ def test_statistics_tables_match_hand_computation(synthetic):
 
 
 def test_generalisation_tables_match_hand_computation(tmp_path):
-    """Four grid points; the narrow variant held out the two ends (w1 = 0 and 1).
+    """Four grid points; the narrow variant held out the two ends (w1 = 0 and 1), where B reached
+    (2000, 2000): B's HV there is 4e6 (reference point at the origin).
 
-    At the held-out points (reference point at the origin, HV unit 1e6):
-      BC(P) seed 0: complete {(2000, 2000)} HV 4e6, variant {(1000, 2000)} 2e6 -> ratio 0.5
-      BC(P) seed 1: complete 4e6, variant {(2000, 2000)} 4e6                -> ratio 1.0
-      MODT(P) seed 0: complete 4e6, variant {(1000, 1000)} 1e6              -> ratio 0.25
-      MODT(P) seed 1: complete {(1000, 1000)} 1e6, variant 1e6              -> ratio 1.0
-    The points between the ends (only the variant's) do not enter.
+    HV / B at the held-out points:
+      BC(P) seed 0: complete {(2000, 2000)} 1.0, variant {(1000, 2000)} 0.5
+      BC(P) seed 1: complete 1.0, variant {(2000, 2000)} 1.0
+      MODT(P) seed 0: complete 1.0, variant {(1000, 1000)} 0.25
+      MODT(P) seed 1: complete {(1000, 1000)} 0.25, variant 0.25
+    The points between the ends (where only the variant runs do well) do not enter.
     """
     d = tmp_path / "evals"
     d.mkdir()
@@ -265,26 +266,32 @@ def test_generalisation_tables_match_hand_computation(tmp_path):
         a, b = variant_ends[(model, seed)]
         evals.append(fake_eval(d / f"{model}{seed}n.parquet", "expert", "high", model, seed, [a, *mid, b],
                                held_out=held, coverage="narrow"))  # fmt: skip
-    front = fake_front(d / "front.parquet", [[2000, 2500], [2500, 2000]], [[900, 900], [900, 900]], [[10, 10], [5, 5]])
+    behavior = [[2000, 2000], [5, 5], [5, 5], [2000, 2000]]
+    front = fake_front(d / "front.parquet", behavior, [[1, 1]] * 4, [[2, 2]] * 4)
     datasets = [(ENV, "expert", "high"), (ENV, "expert", "high-narrow")]
     out = aggregate(evals, [front], tmp_path / "tables", datasets=datasets, models=["dt-p", "bc-p"])
     metrics = pl.read_csv(out["metrics"]).filter(pl.col("entropy") == "high-narrow").sort("model", "seed")
     assert metrics["hv_held_out"].to_list() == [2e6, 4e6, 1e6, 1e6]
     assert metrics["hv_held_out_complete"].to_list() == [4e6, 4e6, 4e6, 1e6]
+    assert metrics["b_held_out"].to_list() == [4e6] * 4
     complete = pl.read_csv(out["metrics"]).filter(pl.col("entropy") == "high")
-    assert complete["hv_held_out_complete"].is_null().all()
+    assert complete["hv_held_out_complete"].is_null().all() and complete["b_held_out"].is_null().all()
     cells = {r["model"]: r for r in pl.read_csv(out["generalisation_csv"]).iter_rows(named=True)}
-    assert cells["bc-p"]["ratio_mean"] == pytest.approx(0.75) and cells["bc-p"]["ratio_std"] == pytest.approx(0.25)
-    assert cells["dt-p"]["ratio_mean"] == pytest.approx(0.625)
-    assert (cells["bc-p"]["hv_held_out"], cells["bc-p"]["hv_held_out_complete"]) == (3.0, 4.0)
-    assert 0.5 <= cells["bc-p"]["ratio_ci_low"] <= 0.75 <= cells["bc-p"]["ratio_ci_high"] <= 1.0
-    assert "| MO-HalfCheetah-v2 | expert high-H narrow | BC(P) | 2 | 3.00 (×1e6) | 4.00 | 0.75 ± 0.25 |" in (
+    bcp, dtp = cells["bc-p"], cells["dt-p"]
+    assert (bcp["variant"], bcp["complete"], bcp["difference"]) == (0.75, 1.0, -0.25)
+    assert (dtp["variant"], dtp["complete"], dtp["difference"]) == (0.25, 0.625, -0.375)
+    assert 0.5 <= bcp["variant_ci_low"] <= 0.75 <= bcp["variant_ci_high"] <= 1.0
+    assert -0.5 <= bcp["difference_ci_low"] <= -0.25 <= bcp["difference_ci_high"] <= 0.0
+    assert bcp["b_held_out"] == 4.0 and bcp["n_seeds"] == bcp["n_paired"] == 2
+    assert "| MO-HalfCheetah-v2 | expert high-H narrow | BC(P) | 2 | 4.00 (×1e6) | 0.75 [" in (
         out["generalisation_md"].read_text()
     )
     # One row, two seeds: the IQM (25% trimmed mean) of two numbers is their mean
-    iqm = {r["model"]: r for r in pl.read_csv(out["generalisation_iqm_csv"]).iter_rows(named=True)}
-    assert iqm["bc-p"]["iqm"] == pytest.approx(0.75) and iqm["dt-p"]["iqm"] == pytest.approx(0.625)
-    assert iqm["bc-p"]["coverage"] == "narrow" and iqm["bc-p"]["n_rows"] == 1
+    iqm = {(r["model"], r["data"]): r for r in pl.read_csv(out["generalisation_iqm_csv"]).iter_rows(named=True)}
+    assert iqm[("bc-p", "variant")]["iqm"] == pytest.approx(0.75) and iqm[("bc-p", "complete")]["iqm"] == 1.0
+    assert iqm[("dt-p", "variant")]["iqm"] == pytest.approx(0.25)
+    assert iqm[("dt-p", "complete")]["iqm"] == pytest.approx(0.625)
+    assert iqm[("bc-p", "variant")]["coverage"] == "narrow" and iqm[("bc-p", "variant")]["n_rows"] == 1
     assert out["statistics:generalisation"].stat().st_size > 0
 
 
@@ -293,17 +300,18 @@ def test_no_generalisation_tables_without_coverage_variants(synthetic):
     assert "generalisation_md" not in out and not (synthetic["dir"] / "tables" / "generalisation.md").exists()
 
 
-def test_a_variant_run_without_its_complete_run_has_no_ratio(tmp_path):
+def test_a_variant_run_without_its_complete_run_is_shown_unpaired(tmp_path):
     d = tmp_path / "evals"
     d.mkdir()
     e = fake_eval(d / "v.parquet", "expert", "high", "bc-p", 0, [[1000, 1000], [1, 1]], held_out=[True, False],
                   coverage="shattered")  # fmt: skip
-    out = aggregate([e], [], tmp_path / "tables", datasets=[(ENV, "expert", "high-shattered")], plots=False)
+    front = fake_front(d / "front.parquet", [[2000, 1000], [1, 1]], [[1, 1]] * 2, [[1, 1]] * 2)
+    out = aggregate([e], [front], tmp_path / "tables", datasets=[(ENV, "expert", "high-shattered")], plots=False)
     row = pl.read_csv(out["metrics"]).row(0, named=True)
-    assert row["hv_held_out"] == 1e6 and row["hv_held_out_complete"] is None
+    assert (row["hv_held_out"], row["b_held_out"], row["hv_held_out_complete"]) == (1e6, 2e6, None)
     cell = pl.read_csv(out["generalisation_csv"]).row(0, named=True)  # shown, not dropped
-    assert (cell["n_seeds"], cell["n_undefined"], cell["ratio_mean"]) == (1, 1, None)
-    assert "| 1 (1 undefined) | 1.00 (×1e6) | — | — | — |" in out["generalisation_md"].read_text()
+    assert (cell["n_seeds"], cell["n_paired"], cell["variant"], cell["complete"]) == (1, 0, 0.5, None)
+    assert "| 1 (0 paired) | 2.00 (×1e6) | 0.50 [0.50, 0.50] | — | — |" in out["generalisation_md"].read_text()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -265,9 +265,10 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     assert metrics.filter(pl.col("entropy") == h)["hv_held_out"].is_null().all()
     assert f"{q} {h}-H narrow" in (R / "tables/intervals.md").read_text()
     # each variant run is read against the same model and seed trained on the complete data
-    assert narrow["hv_held_out_complete"].is_not_null().all()
+    # and against B's front at the same preferences
+    assert narrow["hv_held_out_complete"].is_not_null().all() and narrow["b_held_out"].is_not_null().all()
     generalisation = pl.read_csv(R / "tables/generalisation.csv")
-    assert sorted(generalisation["model"].to_list()) == ["bc-p"] * 2 + ["td3bc-p"] * 2
+    assert set(generalisation["model"].to_list()) <= {"bc-p", "td3bc-p"} and (generalisation["n_paired"] == 1).all()
     assert (R / "tables/generalisation_iqm.md").exists()
 
 
