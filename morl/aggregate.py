@@ -240,9 +240,9 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     models = [(path, *read_evaluation(path)) for path in model_evals]
     fronts = [(path, *read_evaluation(path)) for path in behavior_evals]
     check_evaluations([(p, m) for p, m, _ in models], [(p, m) for p, m, _ in fronts])
-    behavior_returns = {meta["env_id"]: arr["return"][arr["policy"] == "behavior"] for _, meta, arr in fronts}
     behavior_points = {meta["env_id"]: {k: arr[k][arr["policy"] == "behavior"] for k in ("preference", "return")}
                        for _, meta, arr in fronts}  # fmt: skip
+    behavior_returns = {env: points["return"] for env, points in behavior_points.items()}
     # IGD's reference: per dataset, the front of everything evaluated on it, B included
     union: dict[tuple, list] = {}
     for _, meta, arr in models:
