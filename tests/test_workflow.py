@@ -47,6 +47,24 @@ def test_paper_grid_dry_run(tmp_path):
     assert elapsed < 60, f"dry run of the paper grid took {elapsed:.0f} s"
 
 
+def test_paper_cpu_grid_dry_run(tmp_path):
+    """configs/paper-cpu.yaml: the High-H grid from the shipped behavior policies (no behavior jobs), expert
+    and amateur data per env, ten models, three seeds; listed in seconds."""
+    t0 = time.perf_counter()
+    res = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "configs/paper-cpu.yaml"), cwd=tmp_path)
+    elapsed = time.perf_counter() - t0
+    assert res.returncode == 0, res.stderr
+    counts = job_counts(res.stdout + res.stderr)
+    config = yaml.safe_load((ROOT / "configs/paper-cpu.yaml").read_text())
+    n_envs = len(config["envs"])
+    assert n_envs == 4 and {"MO-Ant-v2", "MO-Swimmer-v2"}.isdisjoint(config["envs"])
+    assert "behavior" not in counts and counts["behavior_front"] == n_envs
+    assert counts["collect"] == 2 * n_envs
+    assert counts["train"] == counts["evaluate"] == 2 * n_envs * 10 * 3 == 240
+    assert counts["aggregate"] == 1
+    assert elapsed < 30, f"dry run of the paper-cpu grid took {elapsed:.0f} s"
+
+
 def test_unseen_preferences_grid_dry_run(tmp_path):
     """configs/unseen.yaml: three envs from their shipped policies, two datasets each, used complete and as
     their shattered and narrow variants (derived, not collected), ten models, three seeds."""
