@@ -57,10 +57,10 @@ def test_paper_cpu_grid_dry_run(tmp_path):
     counts = job_counts(res.stdout + res.stderr)
     config = yaml.safe_load((ROOT / "configs/paper-cpu.yaml").read_text())
     n_envs = len(config["envs"])
-    assert n_envs == 4 and {"MO-Ant-v2", "MO-Swimmer-v2"}.isdisjoint(config["envs"])
+    assert n_envs == 5 and "MO-Ant-v2" not in config["envs"]
     assert "behavior" not in counts and counts["behavior_front"] == n_envs
     assert counts["collect"] == 2 * n_envs
-    assert counts["train"] == counts["evaluate"] == 2 * n_envs * 10 * 3 == 240
+    assert counts["train"] == counts["evaluate"] == 2 * n_envs * 10 * 3 == 300
     assert counts["aggregate"] == 1
     assert elapsed < 30, f"dry run of the paper-cpu grid took {elapsed:.0f} s"
 
