@@ -35,12 +35,17 @@ def job_counts(output: str) -> dict[str, int]:
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", table, re.M)}
 
 
-def test_paper_grid_dry_run(tmp_path):
+def grid_dry_run(config: str, cwd: Path) -> tuple[dict[str, int], float]:
+    """Job counts of ``snakemake -n`` on a shipped config (``configs/<config>``), and the seconds it took."""
     t0 = time.perf_counter()
-    res = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "configs/paper.yaml"), cwd=tmp_path)
+    res = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "configs" / config), cwd=cwd)
     elapsed = time.perf_counter() - t0
     assert res.returncode == 0, res.stderr
-    counts = job_counts(res.stdout + res.stderr)
+    return job_counts(res.stdout + res.stderr), elapsed
+
+
+def test_paper_grid_dry_run(tmp_path):
+    counts, elapsed = grid_dry_run("paper.yaml", tmp_path)
     assert counts["behavior"] == 6 and counts["behavior_front"] == 6
     assert counts["collect"] == 36 and counts["train"] == 1080 and counts["evaluate"] == 1080
     assert counts["aggregate"] == 1
@@ -50,11 +55,7 @@ def test_paper_grid_dry_run(tmp_path):
 def test_paper_cpu_grid_dry_run(tmp_path):
     """configs/paper-cpu.yaml: the High-H grid from the shipped behavior policies (no behavior jobs), expert
     and amateur data per env, ten models, three seeds; listed in seconds."""
-    t0 = time.perf_counter()
-    res = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "configs/paper-cpu.yaml"), cwd=tmp_path)
-    elapsed = time.perf_counter() - t0
-    assert res.returncode == 0, res.stderr
-    counts = job_counts(res.stdout + res.stderr)
+    counts, elapsed = grid_dry_run("paper-cpu.yaml", tmp_path)
     config = yaml.safe_load((ROOT / "configs/paper-cpu.yaml").read_text())
     n_envs = len(config["envs"])
     assert n_envs == 5 and "MO-Ant-v2" not in config["envs"]
@@ -68,9 +69,7 @@ def test_paper_cpu_grid_dry_run(tmp_path):
 def test_unseen_preferences_grid_dry_run(tmp_path):
     """configs/unseen.yaml: three envs from their shipped policies, two datasets each, used complete and as
     their shattered and narrow variants (derived, not collected), ten models, three seeds."""
-    res = snakemake("-n", "--quiet", "rules", "--configfile", str(ROOT / "configs/unseen.yaml"), cwd=tmp_path)
-    assert res.returncode == 0, res.stderr
-    counts = job_counts(res.stdout + res.stderr)
+    counts, _ = grid_dry_run("unseen.yaml", tmp_path)
     assert "behavior" not in counts and counts["behavior_front"] == 3
     assert counts["collect"] == 6 and counts["derive_coverage"] == 12
     assert counts["train"] == 540 and counts["evaluate"] == 540 and counts["aggregate"] == 1
