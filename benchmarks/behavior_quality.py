@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from morl.behavior import BehaviorPolicy
+from morl.behavior import load_behavior
 from morl.config import load_config
 from morl.evaluate import BehaviorAgent, evaluate_agent
 from morl.metrics import hypervolume, pareto_front
@@ -29,7 +29,7 @@ from morl.paper import HV_UNITS, published_hv
 
 
 def quality_row(path: str, divisions, seed: int, workers: int) -> str:
-    policy = BehaviorPolicy(path)
+    policy = load_behavior(path)
     t = time.perf_counter()
     res = evaluate_agent(policy.env_id, BehaviorAgent(policy), divisions, 1, seed, progress=False,
                          workers=workers)  # fmt: skip

@@ -285,6 +285,10 @@ def train_behavior(
     more at the end); default ``checkpoint_every``, 0: none. ``device``: ``"auto"`` (CUDA if
     present), ``"cpu"`` or ``"cuda[:i]"``.
     """
+    if cfg.get("method", "td3") == "pgmorl":
+        from morl.pgmorl import train_pgmorl
+
+        return train_pgmorl(env_id, cfg["pgmorl"], output, threads=threads or 1, progress=progress)
     s = TD3Settings.from_config(cfg)
     spec = get_spec(env_id)
     output = Path(output)
@@ -416,10 +420,11 @@ def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, 
 class BehaviorPolicy:
     """A trained behavior policy: deterministic actions for a batch of (state, preference) pairs."""
 
-    def __init__(self, path: str | os.PathLike, expect_env: str | None = None):
-        """``expect_env``: the env id the caller needs; a checkpoint of another env is refused."""
+    def __init__(self, path: str | os.PathLike, expect_env: str | None = None, state: dict | None = None):
+        """``expect_env``: the env id the caller needs; a checkpoint of another env is refused.
+        ``state``: the file's contents, if the caller has loaded them already."""
         self.path = Path(path)
-        st = _load_checkpoint(self.path, expect_env=expect_env)
+        st = _load_checkpoint(self.path, expect_env=expect_env, state=state)
         if "agent" in st and "actor" not in st:
             st = _policy_of_partial(self.path, st)
         try:
@@ -477,8 +482,20 @@ def _policy_of_partial(path: Path, st: dict[str, Any]) -> dict[str, Any]:
         raise InputError(f"{path}: incomplete partial behavior checkpoint ({exc!r})") from exc
 
 
-def _load_checkpoint(path: Path, expect_env: str | None = None) -> dict[str, Any]:
+def load_behavior(path: str | os.PathLike, expect_env: str | None = None):
+    """The behavior policy in ``path``, whichever method made it: a :class:`BehaviorPolicy` (TD3)
+    or a :class:`morl.pgmorl.PopulationPolicy` (PGMORL). Both act with ``act(obs, prefs)`` and
+    carry ``env_id``, the sizes, the action bounds and the preference range ``pref_low/high``."""
     st = load_torch(path, "behavior checkpoint")
+    from morl.pgmorl import KIND, PopulationPolicy
+
+    if isinstance(st, dict) and st.get("kind") == KIND:
+        return PopulationPolicy(path, expect_env=expect_env, state=st)
+    return BehaviorPolicy(path, expect_env=expect_env, state=st)
+
+
+def _load_checkpoint(path: Path, expect_env: str | None = None, state: dict | None = None) -> dict[str, Any]:
+    st = load_torch(path, "behavior checkpoint") if state is None else state
     if not isinstance(st, dict) or st.get("kind") != CHECKPOINT_KIND:
         raise InputError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
     if expect_env is not None and st.get("env_id") != expect_env:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from morl import __version__
-from morl.behavior import BehaviorPolicy
+from morl.behavior import load_behavior
 from morl.data import Dataset, file_sha256, write_dataset
 from morl.envs import get_spec, physics_version
 from morl.errors import InputError
@@ -78,7 +78,7 @@ def collect_dataset(
         raise InputError(f"unknown entropy {entropy!r}; expected one of {ENTROPIES}")
     if n_trajectories < 1 or batch_size < 1:
         raise InputError("n_trajectories and batch_size must be positive")
-    policy = BehaviorPolicy(policy_path, expect_env=expect_env)
+    policy = load_behavior(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     spec = get_spec(env_id)
     low, high = policy.act_low, policy.act_high
@@ -137,6 +137,7 @@ def collect_dataset(
         "max_episode_steps": spec.max_episode_steps,
         "behavior_path": str(policy_path),
         "behavior_sha256": file_sha256(policy_path),
+        "behavior_method": policy.meta.get("method", "td3"),
         "pref_low": policy.pref_low.tolist(),
         "pref_high": policy.pref_high.tolist(),
         "morl_version": __version__,

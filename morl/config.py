@@ -140,6 +140,7 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         for j, env_id in enumerate(ov["envs"]):
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
     for env_id in config["envs"]:
+        _check_behavior_method(config, env_id, source)
         if behavior_settings(config, env_id)["shipped"]:
             from morl.shipped import check_shipped_policy
 
@@ -362,12 +363,45 @@ def coverage_settings(config: dict[str, Any]) -> dict[str, Any]:
     return check_settings(config.get("coverage"))
 
 
+def _check_behavior_method(config: dict[str, Any], env_id: str, source) -> None:
+    """The behavior settings of ``env_id`` can train: TD3's keys present for td3, PGMORL's
+    settings consistent and the env a D4MORL task for pgmorl."""
+    hp = behavior_settings(config, env_id)
+    if hp["shipped"]:
+        return
+    if hp["method"] == "td3":
+        missing = [k for k in _setting_keys("behavior") if k not in hp and k not in ("shipped", "method")]
+        if missing:
+            raise ConfigError(f"{source}: behavior: {env_id} trains with method td3, which needs "
+                              f"behavior.{', behavior.'.join(missing)}")  # fmt: skip
+        return
+    from morl.envs import is_d4morl_task
+    from morl.pgmorl import PGMORLSettings
+
+    if "pgmorl" not in config["behavior"]:
+        raise ConfigError(f"{source}: behavior: {env_id} trains with method pgmorl, which needs a behavior.pgmorl "
+                          "section")  # fmt: skip
+    if not is_d4morl_task(env_id):
+        raise ConfigError(f"{source}: behavior.method: pgmorl trains the D4MORL tasks only, not {env_id}; "
+                          "use method td3 for it (a behavior.overrides entry can set it for some envs)")  # fmt: skip
+    try:
+        PGMORLSettings.from_config(hp["pgmorl"]).check()
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc} (for {env_id})") from None
+
+
 def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
     """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides applied."""
     behavior = config["behavior"]
     keys = _setting_keys("behavior")
-    hp = {"shipped": False, **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior}}  # shipped: optional
+    # shipped and method are optional (defaults false and td3); pgmorl: PGMORL's section, which an
+    # override updates key by key
+    hp = {"shipped": False, "method": "td3", **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior}}
+    pgmorl = copy.deepcopy(behavior.get("pgmorl", {}))
     for ov in behavior.get("overrides", []):
         if env_id in ov["envs"]:
             hp.update({k: v for k, v in ov.items() if k in keys})
+            pgmorl.update(ov.get("pgmorl", {}))
+    if hp["method"] == "pgmorl":
+        hp["pgmorl"] = pgmorl
     return hp

@@ -472,9 +472,9 @@ def evaluate_behavior(
     All three go into ``output``, told apart by the ``policy`` column (behavior, zero, random).
     ``expect_env``: if given, a behavior policy of another env id is refused.
     """
-    from morl.behavior import BehaviorPolicy
+    from morl.behavior import load_behavior
 
-    policy = BehaviorPolicy(policy_path, expect_env=expect_env)
+    policy = load_behavior(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     agents = {
         "behavior": BehaviorAgent(policy),

@@ -50,7 +50,7 @@ def check_shipped_policy(env_id: str, directory: str | os.PathLike | None = None
     checkpoint of ``env_id`` under the physics this morl simulates; its observation, action and
     objective sizes are the env's.
     """
-    from morl.behavior import BehaviorPolicy
+    from morl.behavior import load_behavior
     from morl.data import file_sha256
     from morl.envs import get_spec
 
@@ -64,7 +64,7 @@ def check_shipped_policy(env_id: str, directory: str | os.PathLike | None = None
     if actual != expected:
         raise InputError(f"{path}: sha256 {actual[:12]} differs from the {expected[:12]} listed in "
                          f"{path.parent / CHECKSUMS}; the file was changed or damaged")  # fmt: skip
-    policy = BehaviorPolicy(path, expect_env=env_id)
+    policy = load_behavior(path, expect_env=env_id)
     spec = get_spec(env_id)
     have = (policy.obs_dim, policy.act_dim, policy.n_obj)
     want = (spec.obs_dim, spec.act_dim, spec.n_obj)
