@@ -394,9 +394,10 @@ class _Seeds:
         return int(self.rng.integers(2**31 - 1))
 
 
-def evaluate_tasks(env_id: str, tb: TaskBatch, s: PGMORLSettings, seed: int) -> np.ndarray:
+def evaluate_tasks(env_id: str, tb: TaskBatch, s: PGMORLSettings, seed: int, lengths: list | None = None) -> np.ndarray:
     """PGMORL's ``evaluation``: each task's mean action for one episode (observation statistics
-    frozen), the undiscounted raw return vector. (K, n_obj) float64."""
+    frozen), the undiscounted raw return vector. (K, n_obj) float64. ``lengths``: if given, the
+    episodes' lengths are appended to it."""
     k = len(tb.weights)
     spec = get_spec(env_id)
     with BatchedEnv(env_id, k) as env:
@@ -407,6 +408,8 @@ def evaluate_tasks(env_id: str, tb: TaskBatch, s: PGMORLSettings, seed: int) -> 
                 z = torch.from_numpy(_normalise_obs(tb, obs[:, None, :], s.obs_clip).astype(np.float32))
                 act[:] = actor_mean(tb.params, z)[:, 0].numpy()
                 obs, _, _, _ = env.step(act)
+        if lengths is not None:
+            lengths.extend(env.lengths.tolist())
         return env.returns.astype(np.float64)
 
 

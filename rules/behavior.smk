@@ -1,5 +1,5 @@
 rule behavior:
-    """Train the preference-conditioned behavior policy of one environment."""
+    """Train the behavior policy of one environment (behavior.method: a PGMORL population or one TD3 actor)."""
     output:
         policy=BEHAVIOR,
     log:
@@ -13,7 +13,7 @@ rule behavior:
     resources:
         mem_mb=4000,
     params:
-        # the TD3 settings (`shipped` decides whether this rule runs at all)
+        # the method and its settings (`shipped` decides whether this rule runs at all)
         settings=lambda wc: {k: v for k, v in behavior_settings(config, wc.env).items() if k != "shipped"},
     script:
         "../workflow_scripts/behavior.py"

@@ -142,12 +142,36 @@ def test_behavior_overrides_apply_in_order_to_their_envs_only(config):
         {"envs": ["MO-Ant-v2"], "total_steps": 70},
     ]
     validate_config(config)
-    base = {**{k: v for k, v in config["behavior"].items() if k != "overrides"}, "shipped": False}
+    base = {**{k: v for k, v in config["behavior"].items() if k != "overrides"}, "shipped": False, "method": "td3"}
     assert behavior_settings(config, "MO-HalfCheetah-v2") == base
     assert behavior_settings(config, "MO-Swimmer-v2") == dict(base, gamma=0.999, total_steps=50)
     assert behavior_settings(config, "MO-Ant-v2") == dict(base, gamma=0.999, total_steps=70)
     config["behavior"].pop("overrides")  # optional: without it every env gets the defaults
     assert behavior_settings(validate_config(config), "MO-Ant-v2") == base
+
+
+def test_pgmorl_settings_are_overridden_key_by_key_and_the_method_per_env(config):
+    config["envs"] = ["MO-HalfCheetah-v2", "MO-Hopper-v3", "MO-Swimmer-v2"]
+    config["behavior"]["method"] = "pgmorl"
+    config["behavior"]["pgmorl"] = {"env_steps_per_task": 5000000, "warmup_iters": 80, "update_iters": 20}
+    config["behavior"]["overrides"] = [
+        {"envs": ["MO-Hopper-v3"], "pgmorl": {"env_steps_per_task": 8000000, "delta_weight": 0.25}},
+        {"envs": ["MO-Hopper-v3"], "pgmorl": {"warmup_iters": 200}},
+        {"envs": ["MO-Swimmer-v2"], "method": "td3"},
+    ]
+    validate_config(config)
+    assert behavior_settings(config, "MO-HalfCheetah-v2")["pgmorl"] == config["behavior"]["pgmorl"]
+    assert behavior_settings(config, "MO-Hopper-v3")["pgmorl"] == {
+        "env_steps_per_task": 8000000, "warmup_iters": 200, "update_iters": 20, "delta_weight": 0.25}  # fmt: skip
+    swimmer = behavior_settings(config, "MO-Swimmer-v2")
+    assert swimmer["method"] == "td3" and "pgmorl" not in swimmer and swimmer["gamma"] == config["behavior"]["gamma"]
+    # A pgmorl config needs no TD3 keys; a td3 env in it does.
+    for key in ("total_steps", "gamma"):
+        config["behavior"].pop(key)
+    with pytest.raises(ConfigError, match=r"MO-Swimmer-v2 trains with method td3, which needs behavior.total_steps"):
+        validate_config(config)
+    config["behavior"]["overrides"].pop()
+    validate_config(config)
 
 
 def test_morl_behavior_trains_with_the_envs_overrides(tmp_path, config):
