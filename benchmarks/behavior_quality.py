@@ -40,7 +40,7 @@ def quality_row(path: str, divisions, seed: int, workers: int) -> str:
     published = published * HV_UNITS[policy.env_id] if published else float("nan")
     share = f"{b / published:.0%}" if np.isfinite(published) else "n/a"
     front = len(pareto_front(returns))
-    steps = policy.meta.get("steps")
+    steps = policy.meta.get("steps", policy.meta.get("env_steps"))
     steps = f"{steps // 1000}k" if isinstance(steps, int) else "?"
     return (
         f"| {policy.env_id} | {steps} | {b:.3g} | {published:.3g} | {share} | {front} of {len(returns)} "

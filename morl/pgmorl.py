@@ -279,29 +279,34 @@ def _log_prob(mean: torch.Tensor, logstd: torch.Tensor, act: torch.Tensor) -> to
 
 class StackedAdam:
     """Adam (torch's formula, betas 0.9/0.999) on stacked parameters. Adam works elementwise, so
-    one instance over (K, ...) tensors is K independent optimisers; all K lineages always share
-    the step count (every lineage runs the same iterations), and rows are gathered on selection."""
+    one instance over (K, ...) tensors is K independent optimisers; each task keeps its own step
+    count (a parent taken from an earlier generation has made fewer steps), and rows are gathered
+    on selection."""
 
     def __init__(self, params: dict, eps: float, state: dict | None = None):
         self.params, self.eps = params, eps
         if state is None:
-            state = {"step": 0, "m": {k: torch.zeros_like(v) for k, v in params.items()},
-                     "v": {k: torch.zeros_like(v) for k, v in params.items()}}  # fmt: skip
+            k = next(iter(params.values())).shape[0]
+            state = {"step": torch.zeros(k, dtype=torch.float64),
+                     "m": {key: torch.zeros_like(v) for key, v in params.items()},
+                     "v": {key: torch.zeros_like(v) for key, v in params.items()}}  # fmt: skip
         self.state = state
 
     def step(self, lr: float) -> None:
         st = self.state
         st["step"] += 1
         t = st["step"]
-        bc1, bc2 = 1 - 0.9**t, 1 - 0.999**t
+        step_size = (lr / (1 - 0.9**t)).to(torch.float32)  # (K,)
+        bc2_sqrt = torch.sqrt(1 - 0.999**t).to(torch.float32)
         with torch.no_grad():
-            for k, p in self.params.items():
+            for key, p in self.params.items():
                 g = p.grad
-                m, v = st["m"][k], st["v"][k]
+                m, v = st["m"][key], st["v"][key]
+                shape = (-1,) + (1,) * (p.dim() - 1)
                 m.mul_(0.9).add_(g, alpha=0.1)
                 v.mul_(0.999).addcmul_(g, g, value=0.001)
-                denom = (v.sqrt() / math.sqrt(bc2)).add_(self.eps)
-                p.addcdiv_(m, denom, value=-lr / bc1)
+                denom = (v.sqrt() / bc2_sqrt.view(shape)).add_(self.eps)
+                p.sub_(m / denom * step_size.view(shape))
 
 
 # ------------------------------------------------------------------------------------------
@@ -314,7 +319,7 @@ class TaskBatch:
     """K tasks' networks, Adam moments, normalisers and weights, stacked along axis 0."""
 
     params: dict  # name -> (K, ...) float32 tensors
-    adam: dict  # {"step": int, "m": {...}, "v": {...}}
+    adam: dict  # {"step": (K,) float64 tensor, "m": {...}, "v": {...}}
     ob_mean: np.ndarray  # (K, obs) float64
     ob_var: np.ndarray
     ob_count: np.ndarray  # (K,)
@@ -329,7 +334,7 @@ class TaskBatch:
         ix = torch.as_tensor(idx, dtype=torch.long)
         return TaskBatch(
             {k: v.detach()[ix].clone() for k, v in self.params.items()},
-            {"step": self.adam["step"], "m": {k: v[ix].clone() for k, v in self.adam["m"].items()},
+            {"step": self.adam["step"][ix].clone(), "m": {k: v[ix].clone() for k, v in self.adam["m"].items()},
              "v": {k: v[ix].clone() for k, v in self.adam["v"].items()}},
             self.ob_mean[idx].copy(), self.ob_var[idx].copy(), self.ob_count[idx].copy(),
             self.obj_var[idx].copy(), self.obj_mean[idx].copy(), self.obj_count[idx].copy(),
@@ -343,7 +348,8 @@ class TaskBatch:
         cat_n = lambda name: np.concatenate([getattr(b, name) for b in batches])  # noqa: E731
         return TaskBatch(
             cat_t(lambda b: b.params),
-            {"step": b0.adam["step"], "m": cat_t(lambda b: b.adam["m"]), "v": cat_t(lambda b: b.adam["v"])},
+            {"step": torch.cat([b.adam["step"] for b in batches]), "m": cat_t(lambda b: b.adam["m"]),
+             "v": cat_t(lambda b: b.adam["v"])},
             *(cat_n(n) for n in ("ob_mean", "ob_var", "ob_count", "obj_var", "obj_mean", "obj_count", "weights",
                                  "nodes")),
         )  # fmt: skip
@@ -351,13 +357,17 @@ class TaskBatch:
     def state(self) -> dict:
         return {
             "params": {k: v.clone() for k, v in self.params.items()},
-            "adam": {"step": int(self.adam["step"]), "m": dict(self.adam["m"]), "v": dict(self.adam["v"])},
+            "adam": {"step": self.adam["step"].clone(), "m": dict(self.adam["m"]), "v": dict(self.adam["v"])},
             **{n: torch.from_numpy(np.ascontiguousarray(getattr(self, n))) for n in _TASK_ARRAYS},
         }
 
     @staticmethod
     def from_state(st: dict) -> TaskBatch:
-        adam = {"step": int(st["adam"]["step"]), "m": dict(st["adam"]["m"]), "v": dict(st["adam"]["v"])}
+        step = st["adam"]["step"]
+        k = next(iter(st["params"].values())).shape[0]
+        # files of the first version held one step count for all tasks
+        step = step.clone() if isinstance(step, torch.Tensor) else torch.full((k,), float(step), dtype=torch.float64)
+        adam = {"step": step, "m": dict(st["adam"]["m"]), "v": dict(st["adam"]["v"])}
         return TaskBatch(dict(st["params"]), adam, *(st[n].numpy().copy() for n in _TASK_ARRAYS))
 
 

@@ -237,3 +237,27 @@ def test_config_errors_name_the_key(config):
         validate_config(cfg)
     cfg["behavior"]["pgmorl"] = TINY
     validate_config(cfg)
+
+
+def test_stacked_adam_is_torchs_adam_per_task_with_each_tasks_step_count():
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(2, 3, 4, generator=gen)
+    stacked = {"w": w.clone()}
+    opt = pgmorl.StackedAdam(stacked, eps=1e-5)
+    opt.state["step"][1] = 7.0  # the second task's parent had made 7 steps (with zero moments)
+    refs = []
+    for i in range(2):
+        p = torch.nn.Parameter(w[i].clone())
+        ref = torch.optim.Adam([p], lr=1e-2, eps=1e-5)
+        refs.append((p, ref))
+    p1, ref1 = refs[1]
+    ref1.state[p1] = {"step": torch.tensor(7.0), "exp_avg": torch.zeros_like(p1), "exp_avg_sq": torch.zeros_like(p1)}
+    for _ in range(3):
+        g = torch.randn(2, 3, 4, generator=gen)
+        stacked["w"].grad = g.clone()
+        opt.step(1e-2)
+        for i, (p, ref) in enumerate(refs):
+            p.grad = g[i].clone()
+            ref.step()
+    for i, (p, _) in enumerate(refs):
+        torch.testing.assert_close(stacked["w"][i], p.detach(), rtol=1e-6, atol=1e-7)

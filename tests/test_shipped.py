@@ -127,8 +127,9 @@ SHIPPED = sorted(p.stem for p in shipped.SHIPPED_DIR.glob("*.pt"))
 @pytest.mark.parametrize("env_id", SHIPPED)
 def test_every_shipped_policy_passes_its_checks_and_its_card_is_true(env_id):
     path = check_shipped_policy(env_id)
-    assert path.stat().st_size < 2 * 1024 * 1024
     state = torch.load(path, weights_only=True)
+    # a TD3 actor is a few hundred kB; a PGMORL population holds its whole archive
+    assert path.stat().st_size < (10 if state.get("method") == "pgmorl" else 2) * 1024 * 1024
     assert state["env_id"] == env_id and "agent" not in state  # the actor only, no training state
     card = (shipped.SHIPPED_DIR / "README.md").read_text()
     assert file_sha256(path) in card, f"behaviors/README.md does not give the SHA-256 of {path.name}"
