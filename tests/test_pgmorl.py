@@ -261,3 +261,30 @@ def test_stacked_adam_is_torchs_adam_per_task_with_each_tasks_step_count():
             ref.step()
     for i, (p, _) in enumerate(refs):
         torch.testing.assert_close(stacked["w"][i], p.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_the_workflow_trains_a_population_and_collects_from_it(tmp_path):
+    """behavior -> behavior_front -> collect under Snakemake with method pgmorl (Hopper-v3: three
+    objectives, 15 tasks), the dataset recording the population's method and hash."""
+    from morl.data import file_sha256, load_dataset
+    from morl.evaluate import read_evaluation
+
+    cfg = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    cfg["envs"] = ["MO-Hopper-v3"]
+    cfg["behavior"]["method"] = "pgmorl"
+    cfg["behavior"]["pgmorl"] = dict(TINY, env_steps_per_task=3 * 2 * 64, delta_weight=0.25, num_tasks=15,
+                                     pbuffer_num=20, sparsity=1e6)  # fmt: skip
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    data = Path(cfg["results_dir"]) / "MO-Hopper-v3" / "data" / "amateur-low.parquet"
+    front = Path(cfg["results_dir"]) / "MO-Hopper-v3" / "behavior" / "front.parquet"
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--cores", "1",
+                          str(data), str(front), "--configfile", "c.yaml"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=900)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    policy = tmp_path / cfg["results_dir"] / "MO-Hopper-v3" / "behavior" / "policy.pt"
+    st = torch.load(policy, weights_only=True)
+    assert st["kind"] == pgmorl.KIND and st["settings"]["num_tasks"] == 15
+    ds = load_dataset(tmp_path / data)
+    assert ds.meta["behavior_method"] == "pgmorl" and ds.meta["behavior_sha256"] == file_sha256(policy)
+    meta, _ = read_evaluation(tmp_path / front)
+    assert meta["checkpoint_sha256"] == file_sha256(policy)
