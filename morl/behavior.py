@@ -487,9 +487,9 @@ def load_behavior(path: str | os.PathLike, expect_env: str | None = None):
     or a :class:`morl.pgmorl.PopulationPolicy` (PGMORL). Both act with ``act(obs, prefs)`` and
     carry ``env_id``, the sizes, the action bounds and the preference range ``pref_low/high``."""
     st = load_torch(path, "behavior checkpoint")
-    from morl.pgmorl import KIND, PopulationPolicy
+    from morl.pgmorl import KIND, PARTIAL_KIND, PopulationPolicy
 
-    if isinstance(st, dict) and st.get("kind") == KIND:
+    if isinstance(st, dict) and st.get("kind") in (KIND, PARTIAL_KIND):
         return PopulationPolicy(path, expect_env=expect_env, state=st)
     return BehaviorPolicy(path, expect_env=expect_env, state=st)
 

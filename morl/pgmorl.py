@@ -953,6 +953,24 @@ def _load(path: Path, kind: str, expect_env: str | None) -> dict:
 # ------------------------------------------------------------------------------------------
 
 
+def _population_of_partial(path: Path, st: dict) -> dict:
+    """The archive of a run in progress (``<output>.partial``) laid out like a final file, so that
+    it can be evaluated or collected from (``morl behavior-front --policy X.pt.partial``)."""
+    try:
+        spec = get_spec(st["env_id"])
+        return {
+            "kind": KIND, "env_id": st["env_id"], "physics_version": st.get("physics_version"), "method": "pgmorl",
+            "obs_dim": spec.obs_dim, "act_dim": spec.act_dim, "n_obj": spec.n_obj, "hidden": st["settings"]["hidden"],
+            "act_low": np.asarray(spec.act_low, np.float32).tolist(),
+            "act_high": np.asarray(spec.act_high, np.float32).tolist(),
+            "obs_clip": st["settings"]["obs_clip"], "settings": st["settings"], "partial": True,
+            "iterations": st["iteration"], "env_steps": int(st["history"][-1][1]) if st["history"] else 0,
+            "archive": st["archive"], "objs": st["archive_objs"], "history": st["history"],
+        }  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: incomplete partial PGMORL file ({exc!r})") from None
+
+
 class PopulationPolicy:
     """A trained PGMORL population: for each (observation, preference) row the deterministic action
     of the archive policy whose sum-normalised objective vector is nearest to the preference
@@ -965,6 +983,8 @@ class PopulationPolicy:
     def __init__(self, path: str | os.PathLike, expect_env: str | None = None, state: dict | None = None):
         self.path = Path(path)
         st = state if state is not None else load_torch(self.path, "behavior checkpoint")
+        if isinstance(st, dict) and st.get("kind") == PARTIAL_KIND:
+            st = _population_of_partial(self.path, st)
         if not isinstance(st, dict) or st.get("kind") != KIND:
             raise InputError(f"{self.path}: not a morl PGMORL population (missing kind={KIND!r})")
         if expect_env is not None and st.get("env_id") != expect_env:

@@ -153,6 +153,10 @@ def test_a_killed_run_resumes_to_the_same_file_as_an_uninterrupted_one(tmp_path)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
     assert partial.exists() and not (tmp_path / "cut.pt").exists()
+    from morl.behavior import load_behavior
+
+    in_progress = load_behavior(partial, expect_env="MO-Swimmer-v2")  # a run in progress can be evaluated
+    assert in_progress.meta["partial"] and len(in_progress.objs) >= 1
     resumed = _morl("behavior", "--config", str(cfg), "--env", "MO-Swimmer-v2", "--output", "cut.pt", cwd=tmp_path)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
