@@ -13,19 +13,26 @@ thread. Beside it, in the same run:
   any stepper of that many environments can reach on this core, with no rewards, observations,
   resets or networks.
 
+With ``--peer-python`` (a Python whose environment has morl-baselines), morl-baselines' PGMORL
+runs at the same settings on MO-Gymnasium's version of each task (``benchmarks/peer_pgmorl.py``:
+its training iterations timed, beside the floor of its own model), in the same run, right after
+ours: the peer a user would otherwise pick.
+
 Env-steps/s count one environment step (``frame_skip`` physics steps) per slot, training and
 evaluation steps alike. The iteration's rate over the floor's is the ratio the project aims to
 keep high; the breakdown says where the rest goes (rollout: stepping plus the per-step forward;
 update: the 10 epochs of 32 minibatches; evaluation: one deterministic episode per task).
 
-    python benchmarks/pgmorl_throughput.py [--envs MO-Hopper-v2,MO-Ant-v2] [--iters 2]
+    python benchmarks/pgmorl_throughput.py [--envs MO-Hopper-v2,MO-Ant-v2] [--iters 2] [--peer-python PY]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +50,9 @@ from morl.config import behavior_settings, load_config  # noqa: E402
 from morl.envs import get_spec, load_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+#: MO-Gymnasium's versions of the D4MORL tasks (other model files, rewards and episode caps).
+PEER_IDS = {"MO-HalfCheetah-v2": "mo-halfcheetah-v5", "MO-Hopper-v2": "mo-hopper-2obj-v5",
+            "MO-Walker2d-v2": "mo-walker2d-v5", "MO-Ant-v2": "mo-ant-2obj-v5", "MO-Swimmer-v2": "mo-swimmer-v5"}  # fmt: skip
 
 
 class _TimedRollout(mj_rollout.Rollout):
@@ -128,6 +138,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=2, help="PPO iterations per task")
     ap.add_argument("--floor-steps", type=int, default=500, help="env steps per slot of the floor")
     ap.add_argument("--config", default=str(ROOT / "configs" / "paper.yaml"))
+    ap.add_argument("--peer-python", default=None, help="a python with morl-baselines, to time its PGMORL too")
     args = ap.parse_args()
     config = load_config(args.config)
     print(f"# PGMORL throughput, {datetime.date.today()}, {cpu_name()}, {os.cpu_count()} cores, one torch thread, "
@@ -141,6 +152,17 @@ def main() -> None:
         print(f"| {env_id} | {r['k']} x {r['slots'] // r['k']} | {r['steps']:,} | {r['total']:.1f} | {r['rate']:,.0f} | "
               f"{r['floor']:,.0f} | {r['rate'] / r['floor']:.0%} | {r['physics'] / r['total']:.0%} | "
               f"{r['rollout']:.1f} / {r['update']:.1f} / {r['evaluation']:.1f} |", flush=True)  # fmt: skip
+        if args.peer_python and env_id in PEER_IDS:
+            res = subprocess.run([args.peer_python, str(ROOT / "benchmarks" / "peer_pgmorl.py"), PEER_IDS[env_id],
+                                  "--iters", str(args.iters), "--floor-steps", str(args.floor_steps)],
+                                 capture_output=True, text=True)  # fmt: skip
+            if res.returncode != 0:
+                print(f"| morl-baselines {PEER_IDS[env_id]} | failed: {res.stderr.strip().splitlines()[-1]} |")
+                continue
+            q = json.loads(res.stdout.strip().splitlines()[-1])
+            print(f"| morl-baselines PGMORL, {q['env']} | 6 x 4 | {q['env_steps']:,} | {q['seconds']:.1f} | "
+                  f"{q['rate']:,.0f} | {q['floor']:,.0f} | {q['rate'] / q['floor']:.0%} | | training iterations only |",
+                  flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
