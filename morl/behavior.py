@@ -14,7 +14,9 @@ single network cover the whole preference simplex:
   of the front.
 
 Training is resumable: every ``checkpoint_every`` environment steps the networks, optimisers,
-replay buffer and random states go to ``<output>.partial``; a rerun continues from there.
+replay buffer, random states and the episodes in flight (each env's seed, preference and the
+actions it has taken, replayed on resume) go to ``<output>.partial``; a rerun continues from
+there and writes the same file as a run never stopped (same machine).
 
 Device: the networks train on CUDA when it is present (``device="auto"``), in float32; the replay
 buffer and the environments stay on the CPU and each update moves one sampled batch. bf16 autocast
@@ -305,6 +307,7 @@ def train_behavior(
     buffer = ReplayBuffer(min(s.buffer_size, s.total_steps), obs_dim, act_dim, n_obj)
     step, episodes = 0, 0
     recent: list[float] = []
+    episodes_in_flight = None  # from a partial checkpoint: what the envs were doing when it was written
     hv_every = s.checkpoint_every if hv_every is None else int(hv_every)
     hv_history: list[list[float]] = []  # [step, HV estimate] pairs
     hv_seconds = 0.0
@@ -323,11 +326,19 @@ def train_behavior(
             step, episodes = int(st["step"]), int(st["episodes"])
             hv_history = [list(x) for x in st.get("hv_history", [])]
             log.info("resuming behavior training of %s from step %d (%s)", env_id, step, partial)
+            episodes_in_flight = st.get("in_flight")
 
-    prefs = _dirichlet(rng, s.n_envs, n_obj)
-    obs = np.stack([e.reset(seed=int(rng.integers(2**31)))[0] for e in envs]).astype(np.float32)
-    ep_ret = np.zeros((s.n_envs, n_obj))
-    update_debt = 0.0
+    if episodes_in_flight is None:
+        prefs = _dirichlet(rng, s.n_envs, n_obj)
+        ep_seeds = [int(rng.integers(2**31)) for _ in envs]
+        obs = np.stack([e.reset(seed=seed)[0] for e, seed in zip(envs, ep_seeds)]).astype(np.float32)
+        ep_actions: list[list[np.ndarray]] = [[] for _ in envs]
+        ep_ret = np.zeros((s.n_envs, n_obj))
+        update_debt, recent = 0.0, []
+    else:
+        prefs, ep_seeds, ep_actions, obs, ep_ret, update_debt, recent = _replay_in_flight(
+            partial, envs, episodes_in_flight
+        )
     t0 = time.perf_counter()
     steps_at_start = step
     bar = Progress(s.total_steps, f"behavior {env_id}", unit="env-step", enabled=progress, initial=step)
@@ -354,6 +365,7 @@ def train_behavior(
         term = np.zeros(s.n_envs, np.float32)
         done = np.zeros(s.n_envs, bool)
         for i, env in enumerate(envs):
+            ep_actions[i].append(act[i].copy())
             o, r, terminated, truncated, _ = env.step(act[i])
             nxt[i], rew[i], term[i], done[i] = o, r, float(terminated), terminated or truncated
         buffer.add_batch(obs, act, rew, nxt, term, prefs)
@@ -364,7 +376,9 @@ def train_behavior(
             episodes += 1
             ep_ret[i] = 0.0
             prefs[i] = _dirichlet(rng, 1, n_obj)[0]
-            obs[i] = envs[i].reset(seed=int(rng.integers(2**31)))[0]
+            ep_seeds[i] = int(rng.integers(2**31))
+            ep_actions[i] = []
+            obs[i] = envs[i].reset(seed=ep_seeds[i])[0]
         step += s.n_envs
 
         if step >= s.start_steps and buffer.size >= s.batch_size:
@@ -382,7 +396,12 @@ def train_behavior(
             postfix["HV~"] = f"{hv_history[-1][1]:.4g}"
         bar.update(s.n_envs, **postfix)
         if s.checkpoint_every and step % s.checkpoint_every < s.n_envs and step < s.total_steps:
-            _save_partial(partial, env_id, s, agent, buffer, rng, step, episodes, hv_history=hv_history)
+            in_flight = {"prefs": torch.from_numpy(prefs.copy()), "seeds": list(ep_seeds),
+                         "actions": [torch.from_numpy(np.stack(a)) if a else torch.zeros(0, act_dim) for a in ep_actions],
+                         "returns": torch.from_numpy(ep_ret.copy()), "update_debt": update_debt,
+                         "recent": list(recent)}  # fmt: skip
+            _save_partial(partial, env_id, s, agent, buffer, rng, step, episodes, hv_history=hv_history,
+                          in_flight=in_flight)  # fmt: skip
 
     if hv_every and (not hv_history or hv_history[-1][0] != step):
         hv_estimate()  # the final policy's estimate
@@ -407,12 +426,39 @@ def _n_hv_points(n_obj: int) -> int:
     return len(simplex_grid(n_obj, HV_ESTIMATE_DIVISIONS.get(n_obj, 2)))
 
 
-def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, episodes, hv_history=()) -> None:
+def _replay_in_flight(partial: Path, envs, st: dict):
+    """The envs of a resumed run put back where they were when ``partial`` was written: each is
+    reset with its episode's seed and fed the actions it had taken (the physics is deterministic),
+    so the resumed run continues the same episodes with the same preferences as if never stopped."""
+    try:
+        prefs = st["prefs"].numpy().copy()
+        seeds = [int(x) for x in st["seeds"]]
+        actions = [a.numpy() for a in st["actions"]]
+        returns = st["returns"].numpy().copy()
+        obs, replayed = [], np.zeros_like(returns)
+        for i, env in enumerate(envs):
+            o = env.reset(seed=seeds[i])[0]
+            for a in actions[i]:
+                o, r, _, _, _ = env.step(a)
+                replayed[i] += r
+            obs.append(o)
+    except (KeyError, IndexError, AttributeError, TypeError, ValueError) as exc:
+        raise InputError(f"{partial}: incomplete partial behavior checkpoint ({exc!r})") from None
+    if not np.allclose(replayed, returns, rtol=1e-5, atol=1e-3):
+        raise InputError(f"{partial}: replaying the episodes in flight does not give their recorded returns "
+                         "(another physics or simulator build?); delete it to start over")  # fmt: skip
+    ep_actions = [list(a) for a in actions]
+    return (prefs, seeds, ep_actions, np.stack(obs).astype(np.float32), returns, float(st["update_debt"]),
+            [float(x) for x in st["recent"]])  # fmt: skip
+
+
+def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, episodes, hv_history=(),
+                  in_flight=None) -> None:  # fmt: skip
     state = {
         "kind": CHECKPOINT_KIND, "env_id": env_id, "physics_version": physics_version(env_id), "settings": vars(s), "agent": agent.state(),
         "buffer": buffer.state(), "np_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state(agent.device) if agent.device.type == "cuda" else None,
-        "step": step, "episodes": episodes, "hv_history": [list(x) for x in hv_history],
+        "step": step, "episodes": episodes, "hv_history": [list(x) for x in hv_history], "in_flight": in_flight,
     }  # fmt: skip
     save_torch(path, state)
 

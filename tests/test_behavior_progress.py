@@ -91,6 +91,14 @@ def test_resumed_run_keeps_its_estimates_and_trains_as_without_them(tmp_path, cf
     assert _same_weights(_actor(tmp_path / "hv.pt"), _actor(tmp_path / "plain.pt"))
 
 
+def test_a_resumed_run_writes_the_same_bytes_as_an_uninterrupted_one(tmp_path, cfg, monkeypatch):
+    """The envs are put back mid-episode (same seeds, preferences and states), not reset anew."""
+    cfg = dict(cfg, total_steps=300, n_envs=3)  # episodes of 500 steps: all in flight at the checkpoint
+    train_behavior(ENV, cfg, tmp_path / "whole.pt", progress=False, hv_every=0)
+    _killed_then_resumed(tmp_path / "cut.pt", cfg, monkeypatch, hv_every=0)
+    assert (tmp_path / "cut.pt").read_bytes() == (tmp_path / "whole.pt").read_bytes()
+
+
 def test_a_run_in_progress_can_be_evaluated_from_its_partial_checkpoint(tmp_path, cfg, monkeypatch):
     """`morl behavior-front --policy X.pt.partial`: how good is the behavior so far?"""
     partial = _killed_at_first_checkpoint(tmp_path / "b.pt", cfg, monkeypatch, hv_every=0)
