@@ -307,6 +307,41 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Each command's file arguments: (inputs, outputs), by argparse destination.
+FILE_ARGS = {
+    "behavior": (("config",), ("output",)),
+    "behavior-front": (("policy", "config"), ("output",)),
+    "collect": (("policy", "config"), ("output",)),
+    "train": (("dataset", "reference_dataset", "config"), ("output", "curve")),
+    "evaluate": (("checkpoint", "dataset", "reference_dataset", "coverage_source", "config"), ("output",)),
+    "derive-coverage": (("dataset", "config"), ("output",)),
+    "import-d4morl": (("pickle",), ("out",)),
+}
+
+
+def _same_file(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    if pa.exists() and pb.exists():
+        return os.path.samefile(pa, pb)
+    return pa.resolve() == pb.resolve()
+
+
+def check_outputs_are_not_inputs(args) -> None:
+    """Refuse, before any work, an output path that names one of the command's inputs or another
+    of its outputs (the same file by inode, or the same resolved path): it would be overwritten."""
+    from morl.errors import InputError
+
+    inputs, outputs = FILE_ARGS.get(args.command, ((), ()))
+    flag = lambda dest: "the positional argument" if dest == "pickle" else "--" + dest.replace("_", "-")  # noqa: E731
+    given = lambda dests: [(d, getattr(args, d, None)) for d in dests if getattr(args, d, None)]  # noqa: E731
+    outs = given(outputs)
+    for i, (o_dest, o_path) in enumerate(outs):
+        for i_dest, i_path in given(inputs) + outs[:i]:
+            if _same_file(o_path, i_path):
+                raise InputError(f"{flag(o_dest)} {o_path} is the file {flag(i_dest)} names ({i_path}); writing "
+                                 "it would overwrite that file: give another output path")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. An expected error (bad input, a bad or mismatched file, an output that
     cannot be written) prints ``morl <command>: error: <message>`` and returns 2; ``--debug`` adds its
@@ -319,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug:
         os.environ[DEBUG_ENV] = "1"
     try:
+        check_outputs_are_not_inputs(args)
         with log_to(None):
             return args.fn(args)
     except expected_errors() as exc:

@@ -199,3 +199,46 @@ def test_expected_errors_are_one_line_and_bugs_keep_their_traceback(tmp_path, ca
     monkeypatch.setattr(morl.dataset_info, "dataset_info", bug)
     with pytest.raises(ValueError, match="broadcast"):
         main(["dataset-info", str(missing)])
+
+
+def test_no_command_overwrites_its_own_input(tmp_path, config, tiny_policy, tiny_dataset, capsys):
+    """An output naming one of the command's inputs (or another of its outputs) is refused before
+    any work, naming both, and the input keeps its bytes."""
+    import shutil
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    policy, data = tmp_path / "policy.pt", tmp_path / "data.parquet"
+    shutil.copy(tiny_policy, policy)
+    shutil.copy(tiny_dataset, data)
+    pickle = tmp_path / "x.pkl"
+    pickle.write_bytes(b"not really a pickle")
+    link = tmp_path / "link.parquet"
+    link.symlink_to(data)  # another name for the same file
+    c = ["--config", str(cfg)]
+    cases = [
+        (["behavior", *c, "--env", "MO-HalfCheetah-v2", "--output", str(cfg)], "--output", "--config"),
+        (["behavior-front", *c, "--policy", str(policy), "--output", str(policy)], "--output", "--policy"),
+        (["collect", *c, "--policy", str(policy), "--quality", "expert", "--entropy", "high", "--output", str(policy)],
+         "--output", "--policy"),
+        (["train", *c, "--dataset", str(data), "--model", "bc", "--output", str(link)], "--output", "--dataset"),
+        (["train", *c, "--dataset", str(data), "--model", "bc", "--output", str(tmp_path / "m.pt"), "--curve",
+          str(data)], "--curve", "--dataset"),
+        (["train", *c, "--dataset", str(data), "--model", "bc", "--output", str(tmp_path / "m.pt"), "--curve",
+          str(tmp_path / "m.pt")], "--curve", "--output"),
+        (["evaluate", *c, "--checkpoint", str(policy), "--dataset", str(data), "--output", str(policy)], "--output",
+         "--checkpoint"),
+        (["evaluate", *c, "--checkpoint", str(policy), "--dataset", str(data), "--output", str(data)], "--output",
+         "--dataset"),
+        (["derive-coverage", *c, "--dataset", str(data), "--coverage", "narrow", "--output", str(data)], "--output",
+         "--dataset"),
+        (["import-d4morl", str(pickle), "--env", "MO-HalfCheetah-v2", "--quality", "expert", "--entropy", "high",
+          "--out", str(pickle)], "--out", "the positional argument"),
+    ]  # fmt: skip
+    before = {p: p.read_bytes() for p in (cfg, policy, data, pickle)}
+    for argv, out_flag, in_flag in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and out_flag in err and in_flag in err and "overwrite" in err, err
+    assert {p: p.read_bytes() for p in before} == before
+    assert not (tmp_path / "m.pt").exists()
