@@ -401,6 +401,19 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
             path, f"dataset is for env {meta.get('env_id')!r}, but {expect_env!r} was expected (env mismatch)"
         )
     try:
+        widths = {
+            "observation": int(meta["obs_dim"]),
+            "next_observation": int(meta["obs_dim"]),
+            "action": int(meta["act_dim"]),
+            "reward": int(meta["n_obj"]),
+            "preference": int(meta["n_obj"]),
+        }
+    except KeyError as exc:
+        raise DataFileError(path, f"metadata lacks {exc.args[0]!r}") from exc
+    except (TypeError, ValueError) as exc:
+        raise DataFileError(path, f"metadata obs_dim/act_dim/n_obj are not integers ({exc})") from exc
+    _check_sizes_fit_env(meta, path)
+    try:
         check_physics_version(meta.get("env_id"), meta.get("physics_version"))
     except ValueError as exc:
         raise DataFileError(path, f"dataset {exc}") from None
@@ -416,18 +429,6 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
     n = pf.metadata.num_rows
     if n == 0:
         raise DataFileError(path, "dataset has no steps")
-    try:
-        widths = {
-            "observation": int(meta["obs_dim"]),
-            "next_observation": int(meta["obs_dim"]),
-            "action": int(meta["act_dim"]),
-            "reward": int(meta["n_obj"]),
-            "preference": int(meta["n_obj"]),
-        }
-    except KeyError as exc:
-        raise DataFileError(path, f"metadata lacks {exc.args[0]!r}") from exc
-    except (TypeError, ValueError) as exc:
-        raise DataFileError(path, f"metadata obs_dim/act_dim/n_obj are not integers ({exc})") from exc
     for name in _REQUIRED_COLUMNS:  # every type is checked before any data is read
         t = schema.field(name).type
         if name in widths:
@@ -464,6 +465,24 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
     _check_preferences(ds.traj_preferences, path)
     return ds
+
+
+def _check_sizes_fit_env(meta: dict, path) -> None:
+    """The file's observation, action and objective sizes are those of the env it names (when
+    this morl knows the env)."""
+    from morl.envs import get_spec
+
+    env_id = meta.get("env_id")
+    try:
+        spec = get_spec(env_id)
+    except (ValueError, TypeError):
+        return  # an env this morl does not simulate: training and evaluation say so when they need it
+    for key, what, want in (("obs_dim", "observations", spec.obs_dim), ("act_dim", "actions", spec.act_dim),
+                            ("n_obj", "objectives", spec.n_obj)):  # fmt: skip
+        have = meta.get(key)
+        if have is not None and str(have) != str(want):
+            raise DataFileError(path, f"dataset has {have} {what} per step, but {env_id} has {want} "
+                                f"(a file of another env, or a damaged one)")  # fmt: skip
 
 
 def _check_preferences(prefs: np.ndarray, path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from morl.data import DataFileError, Dataset, load_dataset, read_meta, write_dataset
 
 
-def _synthetic(rng, lengths=(3, 5, 2), obs_dim=4, act_dim=2, n_obj=2) -> Dataset:
+def _synthetic(rng, lengths=(3, 5, 2), obs_dim=17, act_dim=6, n_obj=2) -> Dataset:  # MO-HalfCheetah-v2's sizes
     n = sum(lengths)
     return Dataset.from_arrays(
         rng.normal(size=(n, obs_dim)), rng.uniform(-1, 1, size=(n, act_dim)), rng.normal(size=(n, n_obj)),
@@ -38,7 +38,7 @@ def test_derived_fields():
     ds = _synthetic(np.random.default_rng(1))
     np.testing.assert_array_equal(ds.traj_starts, [0, 3, 8])
     np.testing.assert_array_equal(ds.steps, [0, 1, 2, 0, 1, 2, 3, 4, 0, 1])
-    np.testing.assert_allclose(ds.traj_returns[1], ds.rewards[3:8].sum(0), rtol=1e-6)
+    np.testing.assert_allclose(ds.traj_returns[1], ds.rewards[3:8].sum(0), rtol=1e-6, atol=1e-6)
     # next observation within a trajectory is the following observation
     np.testing.assert_array_equal(ds.next_observations[3], ds.observations[4])
 
@@ -150,13 +150,13 @@ def test_not_parquet_at_all(tmp_path):
 
 
 def _wrong_width(t):
-    obs = np.asarray(t.column("observation").combine_chunks().flatten()).reshape(-1, 4)
+    obs = np.asarray(t.column("observation").combine_chunks().flatten()).reshape(-1, 17)
     return _replace(t, "observation", pa.FixedSizeListArray.from_arrays(pa.array(obs[:, :3].reshape(-1)), 3))
 
 
 def _int_vectors(t):
-    obs = np.asarray(t.column("observation").combine_chunks().flatten()).reshape(-1, 4)
-    return _replace(t, "observation", pa.FixedSizeListArray.from_arrays(pa.array(obs.astype(np.int32).reshape(-1)), 4))
+    obs = np.asarray(t.column("observation").combine_chunks().flatten()).reshape(-1, 17)
+    return _replace(t, "observation", pa.FixedSizeListArray.from_arrays(pa.array(obs.astype(np.int32).reshape(-1)), 17))
 
 
 def _variable_lists(t):
@@ -185,9 +185,9 @@ def _null_action(t):
 
 WRONG_SCHEMA = {
     "width": (_wrong_width, r"column 'observation' has type fixed_size_list<\w+: float>\[3\]; expected "
-              r"fixed_size_list<float>\[4\]"),
-    "int-values": (_int_vectors, r"column 'observation' has type fixed_size_list<\w+: int32>\[4\]; expected "
-                   r"fixed_size_list<float>\[4\]"),
+              r"fixed_size_list<float>\[17\]"),
+    "int-values": (_int_vectors, r"column 'observation' has type fixed_size_list<\w+: int32>\[17\]; expected "
+                   r"fixed_size_list<float>\[17\]"),
     "variable-lists": (_variable_lists, r"column 'reward' has type list<\w+: float>; expected fixed_size_list"),
     "terminal-int": (_terminal_as_int, r"column 'terminal' has type int8; expected bool"),
     "traj_id-float": (_traj_id_as_float, r"column 'traj_id' has type double; expected an integer type"),
@@ -360,3 +360,20 @@ def test_outputs_get_the_mode_of_a_normal_write(tmp_path, umask, mode):
         os.umask(old)
     modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in tmp_path.iterdir()}
     assert modes == dict.fromkeys(["d.parquet", "curve.csv", "t.txt", "normal.txt"], oct(mode))
+
+
+def test_a_dataset_whose_sizes_are_not_its_envs_is_refused_at_load(tiny_dataset, write_copy, tmp_path):
+    """Another objective count, or a file relabelled to an env of other sizes, is named when read
+    (before training), not left to fail later in a numpy traceback."""
+    from morl.data import load_dataset
+
+    three = write_copy(tiny_dataset, tmp_path / "three.parquet", extra_objective=True)
+    with pytest.raises(
+        ValueError, match=r"three.parquet: dataset has 3 objectives per step, but MO-HalfCheetah-v2 has 2"
+    ):
+        load_dataset(three)
+    hopper = write_copy(tiny_dataset, tmp_path / "hopper.parquet", env_id="MO-Hopper-v2")
+    with pytest.raises(
+        ValueError, match=r"hopper.parquet: dataset has 17 observations per step, but MO-Hopper-v2 has 11"
+    ):
+        load_dataset(hopper)
