@@ -123,6 +123,10 @@ def _numeric(traj: dict, name: str, path, index: int, kinds: str = "iuf") -> np.
         raise _bad(path, index, name, f"has dtype {arr.dtype}; expected numbers")
     if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
         raise _bad(path, index, name, "contains NaN or infinite values")
+    # The dataset stores float32: a value beyond its range would be written as infinity.
+    if arr.size and np.max(np.abs(arr)) > np.finfo(np.float32).max:
+        raise _bad(path, index, name, f"holds {np.max(np.abs(arr)):.3g} in magnitude, beyond float32's range "
+                   f"({np.finfo(np.float32).max:.3g}), which the dataset stores")  # fmt: skip
     return arr
 
 

@@ -175,6 +175,7 @@ BAD_TRAJECTORIES = {
     "pref-negative": (_set("preference", lambda a, s: np.tile([1.5, -0.5], (len(a), 1))), "preference", "negative"),
     "nan-reward": (_set("raw_rewards", _nan), "raw_rewards", "NaN or infinite"),
     "inf-next-obs": (_set("next_observations", lambda a, s: a * np.inf), "next_observations", "NaN or infinite"),
+    "beyond-float32": (_set("observations", lambda a, s: np.full(a.shape, 1e39)), "observations", "beyond float32's"),
     "strings": (_set("actions", lambda a, s: a.astype(str)), "actions", "expected numbers"),
     "missing": (_drop("next_observations"), "next_observations", "has no field"),
     "too-long": (lambda trajs, s: trajs.__setitem__(1, make_trajectories(TWO_OBJ, lengths=(501,))[0]),
