@@ -168,6 +168,24 @@ def _count(text: str) -> int:
     return value
 
 
+def _bounded_count(maximum: int, what: str):
+    """An argparse type: an integer from 1 to ``maximum``."""
+
+    def parse(text: str) -> int:
+        value = _count(text)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"at most {maximum:,} {what}, got {value:,}")
+        return value
+
+    return parse
+
+
+#: The most trajectories one dataset may hold (the schema's bound on collect.n_trajectories).
+MAX_TRAJECTORIES = 100_000_000
+#: The most cores a stepping or training command may be told to use.
+MAX_WORKERS = 1024
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text)
@@ -222,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("behavior", cmd_behavior, "train the behavior policy of one environment"))
     sp.add_argument("--env", required=True)
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument("--threads", type=int, default=None)
+    sp.add_argument("--threads", type=_bounded_count(MAX_WORKERS, "threads"), default=None)
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
 
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
@@ -230,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument(
         "--workers",
-        type=int,
+        type=_bounded_count(MAX_WORKERS, "workers"),
         default=1,
         help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
     )
@@ -240,11 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
     sp.add_argument("--entropy", required=True, choices=["high", "medium", "low"])
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument("--n-trajectories", type=_count, default=None, help="override the config's count")
+    sp.add_argument("--n-trajectories", type=_bounded_count(MAX_TRAJECTORIES, "trajectories"), default=None,
+                    help="override the config's count")  # fmt: skip
     sp.add_argument("--seed", type=_seed, default=None, help="override the config's seed")
     sp.add_argument(
         "--workers",
-        type=int,
+        type=_bounded_count(MAX_WORKERS, "workers"),
         default=1,
         help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
     )
@@ -274,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "expert-high)")  # fmt: skip
     sp.add_argument(
         "--workers",
-        type=int,
+        type=_bounded_count(MAX_WORKERS, "workers"),
         default=1,
         help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
     )

@@ -10,6 +10,7 @@ config file (:func:`workflow_config`).
 from __future__ import annotations
 
 import copy
+import math
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -51,6 +52,29 @@ def load_schema() -> dict:
     return schema
 
 
+def _is_integer(checker, value) -> bool:
+    # JSON Schema counts 1.0 as an integer; a config's counts and seeds must be written as integers
+    # (a seed 1.0 would name files seed1.0)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(checker, value) -> bool:
+    # YAML's .nan and .inf are floats; no setting of a config is meaningful as either
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+_StrictValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer).redefine(
+        "number", _is_number
+    ),
+)
+
+#: Folders a results_dir must not be: the filesystem root and the system's own folders.
+SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
+                  "/var")  # fmt: skip
+
+
 def _setting_keys(section: str) -> tuple[str, ...]:
     """The keys an override may set in ``section`` ("train" or "behavior"), as the schema lists them
     (for ``train``: the PEDA models' settings; the other families' sit in ``train.<family>``)."""
@@ -78,7 +102,12 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
     if error.validator == "type":
-        return f"{where}: {error.instance!r} has the wrong type; expected {error.validator_value}"
+        inst, want = error.instance, error.validator_value
+        if isinstance(inst, float) and not math.isfinite(inst) and want in ("number", "integer"):
+            return f"{where}: {inst!r} is not a finite number"
+        if isinstance(inst, float) and want == "integer" and inst.is_integer():
+            return f"{where}: {inst!r} must be written as an integer ({int(inst)})"
+        return f"{where}: {inst!r} has the wrong type; expected {want}"
     return f"{where}: {error.message}"
 
 
@@ -109,7 +138,7 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     """
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: the config must be a mapping of keys to values, got {type(config).__name__}")
-    validator = jsonschema.Draft202012Validator(load_schema())
+    validator = _StrictValidator(load_schema())
     errors = sorted(
         validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
     )
@@ -117,15 +146,25 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         lines = [_describe(e) for e in errors[:10]]
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines))
 
+    results_dir = Path(config["results_dir"]).resolve()
+    if str(results_dir) in SYSTEM_FOLDERS:
+        raise ConfigError(f"{source}: results_dir: {config['results_dir']!r} is {results_dir}, a system folder; "
+                          "give a folder of the experiment's own")  # fmt: skip
     for i, env_id in enumerate(config["envs"]):
         check_env(env_id, f"envs[{i}]", source)
     seen = set()
     for i, imp in enumerate(config.get("imported_datasets", [])):
         cell = (imp["env"], imp["quality"], imp["entropy"])
         check_env(imp["env"], f"imported_datasets[{i}].env", source)
+
         if cell in seen:
             raise ConfigError(f"{source}: imported_datasets[{i}]: a second file for {'/'.join(cell)}")
         seen.add(cell)
+    for i, imp in enumerate(config.get("imported_datasets", [])):
+        if not Path(imp["path"]).is_file():
+            raise ConfigError(f"{source}: imported_datasets[{i}].path: {imp['path']} is not a file (looked for it "
+                              f"from {Path.cwd()}); an import that is not there would leave the cell to earlier "
+                              "outputs")  # fmt: skip
     for i, ov in enumerate(config["train"]["overrides"]):
         for env_id in ov.get("envs", []):
             check_env(env_id, f"train.overrides[{i}].envs", source)

@@ -16,6 +16,7 @@ import io
 import os
 import pickle
 import re
+import zipfile
 from typing import Any
 
 import torch
@@ -55,10 +56,35 @@ def load_torch(path: os.PathLike | str, what: str = "torch checkpoint") -> Any:
     Raises :class:`TorchFileError`: "not a safe checkpoint" with the refused global for a file that
     needs code outside torch's allowlist, "not a readable <what>" for any other failure.
     """
+    _check_container(path, what)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError, ...
         raise TorchFileError(path, _load_failure(exc, what)) from exc
+
+
+def _check_container(path: os.PathLike | str, what: str) -> None:
+    """A torch file is a zip archive; torch's reader neither says that a cut-short file is cut
+    short nor checks the entries' CRC-32, so a file damaged inside its tensor data would load with
+    other weights. Both are checked here first (a few milliseconds for a checkpoint)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return  # torch.load reports a missing or unreadable file with its own message
+    if not head:
+        raise TorchFileError(path, f"not a readable {what}: the file is empty")
+    if head != b"PK\x03\x04":
+        return  # not a zip archive (an old-style pickle, or not a checkpoint): torch.load decides
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise TorchFileError(path, f"not a readable {what}: it starts like a torch checkpoint but is cut short or "
+                             f"damaged ({exc})") from None  # fmt: skip
+    if bad is not None:
+        raise TorchFileError(path, f"not a readable {what}: its entry {bad!r} fails its CRC-32 check, so the file "
+                             "was changed or damaged after it was written")  # fmt: skip
 
 
 def _load_failure(exc: Exception, what: str) -> str:

@@ -120,6 +120,15 @@ def test_arguments_are_checked_before_any_work(tmp_path, config, tiny_policy, ti
         (["train", "--dataset", str(tiny_dataset), "--model", "bc", "--output", str(tmp_path / "m.pt"),
           "--seed", str(10**30)], "argument --seed: a seed lies in 0 .. 2147483647, got 10000000000"),
         (["aggregate", "--out-dir", str(cfg)], f"argument --out-dir: {cfg} is a file"),
+        (["collect", "--policy", str(tiny_policy), "--quality", "expert", "--entropy", "high", "--output",
+          str(tmp_path / "d.parquet"), "--workers", "0"], "argument --workers: must be at least 1, got 0"),
+        (["collect", "--policy", str(tiny_policy), "--quality", "expert", "--entropy", "high", "--output",
+          str(tmp_path / "d.parquet"), "--n-trajectories", "2000000000"],
+         "argument --n-trajectories: at most 100,000,000 trajectories, got 2,000,000,000"),
+        (["behavior-front", "--policy", str(tiny_policy), "--output", str(tmp_path / "f.parquet"), "--workers", "-2"],
+         "argument --workers: must be at least 1, got -2"),
+        (["behavior", "--env", "MO-HalfCheetah-v2", "--output", str(tmp_path / "p.pt"), "--threads", "0"],
+         "argument --threads: must be at least 1, got 0"),
     ]  # fmt: skip
     for argv, message in cases:
         if argv[0] != "aggregate":

@@ -99,6 +99,24 @@ def test_shipped_configs_are_valid(name):
             lambda c: c["train"]["overrides"].append({"models": ["dt-p"], "eval_context_length": 10**4}),
             "train.eval_context_length: 10000 is greater than train.context_length: 5 (for dt-p on MO-HalfCheetah-v2)",
         ),
+        # what YAML reads but no job can use: non-finite numbers, a float seed, an overflowing rate
+        (lambda c: c["behavior"].update(lr=float("nan")), "behavior.lr: nan is not a finite number"),
+        (lambda c: c["behavior"].update(gamma=float("inf")), "behavior.gamma: inf is not a finite number"),
+        (lambda c: c["train"].update(weight_decay=float("-inf")), "train.weight_decay: -inf is not a finite number"),
+        (lambda c: c.update(seeds=[0, 1.0]), "seeds[1]: 1.0 must be written as an integer (1)"),
+        (lambda c: c["collect"].update(seed=3.0), "collect.seed: 3.0 must be written as an integer (3)"),
+        (lambda c: c["train"].update(lr=1e12), "train.lr: 1000000000000.0 is greater than the maximum of 1"),
+        (lambda c: c["behavior"].update(lr=2.0), "behavior.lr: 2.0 is greater than the maximum of 1"),
+        (lambda c: c.update(results_dir="/"), "results_dir: '/' is /, a system folder"),
+        (lambda c: c.update(results_dir="/usr/../etc"), "results_dir: '/usr/../etc' is /etc, a system folder"),
+        (
+            lambda c: c.update(
+                imported_datasets=[
+                    {"env": "MO-HalfCheetah-v2", "quality": "amateur", "entropy": "low", "path": "no/such/file.parquet"}
+                ]
+            ),
+            "imported_datasets[0].path: no/such/file.parquet is not a file",
+        ),
     ],
 )
 def test_bad_config_names_the_key(config, mutate, expected):
@@ -185,8 +203,11 @@ def test_morl_behavior_trains_with_the_envs_overrides(tmp_path, config):
     assert ckpt["steps"] == 48 and ckpt["settings"]["gamma"] == 0.95
 
 
-def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config):
+def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config, tmp_path):
     from morl.config import training_definitions
+
+    imported = tmp_path / "x.parquet"
+    imported.touch()  # an imported file must exist (its contents are checked when it is read)
 
     config["train"]["statistics_from"] = "expert-high"  # the smoke grid has only amateur-low
     with pytest.raises(ConfigError) as err:
@@ -197,7 +218,8 @@ def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config):
         "expert-high, MO-Hopper-v3 expert-high; add expert to qualities and high to entropies, name that cell in "
         "imported_datasets, or set train.statistics_from: dataset"
     )
-    config["imported_datasets"] = [{"env": "MO-HalfCheetah-v2", "quality": "expert", "entropy": "high", "path": "x"}]
+    config["imported_datasets"] = [{"env": "MO-HalfCheetah-v2", "quality": "expert", "entropy": "high",
+                                    "path": str(imported)}]  # fmt: skip
     with pytest.raises(ConfigError, match="this config has no MO-Hopper-v3 expert-high;"):
         validate_config(config, "c.yaml")
     config["imported_datasets"].append(dict(config["imported_datasets"][0], env="MO-Hopper-v3"))

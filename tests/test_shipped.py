@@ -154,3 +154,25 @@ def test_a_config_with_shipped_policies_trains_none_and_collects_from_them(tmp_p
     assert "rule behavior:" not in out and "rule behavior_front:" in out
     for env_id in SHIPPED:
         assert f"input: {shipped.SHIPPED_DIR / (env_id + '.pt')}" in out
+
+
+def test_a_cut_short_or_damaged_checkpoint_is_named_as_such(tmp_path):
+    """torch's reader neither says a file is cut short nor checks CRCs: a file zeroed inside its
+    tensor data loaded with other weights. Both are refused, naming the file and the damage."""
+    from morl.behavior import load_behavior
+
+    src = shipped.SHIPPED_DIR / "MO-Hopper-v2.pt"
+    data = src.read_bytes()
+    cases = {
+        "empty.pt": (b"", "the file is empty"),
+        "cut.pt": (data[: len(data) // 2], "it starts like a torch checkpoint but is cut short or damaged"),
+        "zeroed.pt": (
+            data[:20000] + bytes(1000) + data[21000:],
+            r"its entry '\S+' fails its CRC-32 check, so the file was changed",
+        ),
+    }
+    for name, (content, problem) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(InputError, match=rf"{path}: not a readable behavior checkpoint: {problem}"):
+            load_behavior(path)

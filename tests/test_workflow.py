@@ -338,8 +338,12 @@ def test_a_job_that_refuses_its_input_fails_with_one_line(tmp_path, tiny_dataset
     assert log.read_text().strip().splitlines()[-1] == message
 
 
-def test_imported_dataset_config_errors(config):
+def test_imported_dataset_config_errors(config, tmp_path, monkeypatch):
     from morl.config import ConfigError, validate_config
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("x", "y"):
+        (tmp_path / name).touch()
 
     config["imported_datasets"] = [{"env": "MO-Foo-v0", "quality": "expert", "entropy": "high", "path": "x"}]
     with pytest.raises(ConfigError, match="imported_datasets\\[0\\].env: unknown environment 'MO-Foo-v0'"):
@@ -350,6 +354,9 @@ def test_imported_dataset_config_errors(config):
         validate_config(config, "c.yaml")
     config["imported_datasets"] = [dict(cell, quality="novice")]
     with pytest.raises(ConfigError, match="imported_datasets\\[0\\].quality"):
+        validate_config(config, "c.yaml")
+    config["imported_datasets"] = [dict(cell, path="z")]  # not there: refused before any job
+    with pytest.raises(ConfigError, match="imported_datasets\\[0\\].path: z is not a file"):
         validate_config(config, "c.yaml")
 
 
