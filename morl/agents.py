@@ -341,5 +341,6 @@ def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu", definiti
                 )
             },
             "env_id": ckpt.get("env_id"),
+            "hp": ckpt["hp"],
         },
     )

@@ -186,6 +186,7 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
             raise FileMismatchError(fronts[env], path, [f"both are behavior fronts of {env}"])
         fronts[env] = path
         agree(behavior, env, meta.get("checkpoint_sha256"), path, "is the front of behavior policy sha256 {}")
+    _check_comparable(model_evals, behavior_evals)
     for path, meta in model_evals:
         env, cell = meta.get("env_id"), (meta.get("env_id"), meta.get("quality"), entropy_label(meta))
         run = (*cell, meta.get("model"), meta.get("train_seed"))
@@ -214,6 +215,45 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
               "is of a model normalised with the expert-high dataset sha256 {}")  # fmt: skip
 
 
+def _check_comparable(model_evals, behavior_evals) -> None:
+    """Files one table combines were evaluated alike and trained alike: every file with the same
+    evaluation seed and episodes per point, every file of an env on the same number of preference
+    points, and the seeds of one (cell, model) with the same training settings. Each error names
+    both files and the difference. Facts a file does not record are not compared."""
+    first_eval: tuple | None = None
+    grids: dict[str, tuple] = {}
+    settings: dict[tuple, tuple] = {}
+    for path, meta in [*behavior_evals, *model_evals]:
+        how = (meta.get("eval_seed"), meta.get("episodes"))
+        if None not in how:
+            if first_eval is not None and first_eval[0] != how:
+                (seed0, ep0), other = first_eval
+                raise FileMismatchError(other, path, [f"the first was evaluated with eval seed {seed0} and {ep0} "
+                                                      f"episode(s) per point, the second with eval seed {how[0]} and "
+                                                      f"{how[1]}; their returns are not comparable"])  # fmt: skip
+            first_eval = first_eval or (how, path)
+        env, points = meta.get("env_id"), meta.get("_points")
+        if points is not None:
+            if env in grids and grids[env][0] != points:
+                raise FileMismatchError(grids[env][1], path, [f"both are of {env}, but the first was evaluated on "
+                                                              f"{grids[env][0]} preference points and the second on "
+                                                              f"{points}; their fronts are not comparable"])  # fmt: skip
+            grids.setdefault(env, (points, path))
+    for path, meta in model_evals:
+        hp = meta.get("train_settings")
+        if hp is None:
+            continue
+        group = (meta.get("env_id"), meta.get("quality"), entropy_label(meta), meta.get("model"))
+        if group in settings and settings[group][0] != hp:
+            first_hp, first = settings[group]
+            diff = sorted(k for k in set(first_hp) | set(hp) if first_hp.get(k) != hp.get(k))
+            shown = ", ".join(f"{k} {first_hp.get(k)!r} vs {hp.get(k)!r}" for k in diff[:4])
+            raise FileMismatchError(first, path, [f"both are {group[3]} runs of {group[0]} {group[1]}-{group[2]}, "
+                                                  f"trained with other settings than their seed ({shown}); a "
+                                                  "cell's seeds must differ in the seed only"])  # fmt: skip
+        settings.setdefault(group, (hp, path))
+
+
 def _run_key(meta: dict) -> tuple:
     """A run without its coverage: env, quality, entropy level, model, training seed."""
     return meta.get("env_id"), meta.get("quality"), meta.get("entropy"), meta.get("model"), meta.get("train_seed")
@@ -226,8 +266,8 @@ def front_measures(returns) -> dict[str, float]:
 
 def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike]):
     """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev, utility,
-    n_nondominated, n_points, eum, igd (to the union front of B and every model evaluated on the same
-    dataset, from the files given), cardinality, and for a coverage variant of a dataset (its
+    n_nondominated, n_points, eum, igd (of the run's non-dominated points, to the union front of B and
+    every model evaluated on the same dataset, from the files given), cardinality, and for a coverage variant of a dataset (its
     entropy labelled e.g. ``high-shattered``) the held-out count, HV and return deviation
     (:func:`held_out_measures`), the HV the same model and seed reached at those preferences when
     trained on the complete data and the HV of B there (:func:`held_out_on_complete`, if among the
@@ -237,9 +277,13 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     """
     model_evals, behavior_evals = list(model_evals), list(behavior_evals)
     _refuse_same_files(model_evals + behavior_evals)
+    if not model_evals and not behavior_evals:
+        raise InputError("no evaluation files given: there is nothing to tabulate")
     models = [(path, *read_evaluation(path)) for path in model_evals]
     fronts = [(path, *read_evaluation(path)) for path in behavior_evals]
-    check_evaluations([(p, m) for p, m, _ in models], [(p, m) for p, m, _ in fronts])
+    # the preference points each file was evaluated on (a front holds three policies' rows)
+    check_evaluations([(p, {**m, "_points": len(a["preference"])}) for p, m, a in models],
+                      [(p, {**m, "_points": len(a["preference"]) // 3}) for p, m, a in fronts])  # fmt: skip
     behavior_points = {meta["env_id"]: {k: arr[k][arr["policy"] == "behavior"] for k in ("preference", "return")}
                        for _, meta, arr in fronts}  # fmt: skip
     behavior_returns = {env: points["return"] for env, points in behavior_points.items()}
@@ -257,7 +301,7 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
         cell = (meta["env_id"], meta["quality"], entropy_label(meta))
         rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": cell[2],
                      "model": meta["model"], "seed": meta["train_seed"], **s, **front_measures(arr["return"]),
-                     "igd": igd(arr["return"], reference[cell]), **held_out_measures(meta, arr),
+                     "igd": igd(pareto_front(arr["return"]), reference[cell]), **held_out_measures(meta, arr),
                      "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
                      "b_held_out": held_out_on_complete(arr, behavior_points.get(meta["env_id"])),
                      "file": str(path)})  # fmt: skip

@@ -42,6 +42,7 @@ from morl import __version__
 from morl.coverage import held_out
 from morl.data import (
     META_KEY,
+    DataFileError,
     FileMismatchError,
     atomic_write,
     file_sha256,
@@ -442,6 +443,9 @@ def evaluate_checkpoint(
         "eval_seed": seed,
         "episodes": episodes,
         "target_regression": coef.tolist(),
+        # what the run was trained with (its seed apart), so that runs of one cell can be checked to
+        # differ in their seed only
+        "train_settings": _result_settings(trained.get("hp")),
     }
     if coverage is not None:
         meta["coverage"] = coverage[0]["coverage"]
@@ -455,6 +459,16 @@ def evaluate_checkpoint(
         atomic_write(summary_path, lambda tmp: Path(tmp).write_text(text))
     log.info("evaluated %s: %s", checkpoint, result["summary"])
     return result["summary"]
+
+
+#: Training settings that do not change what is learnt (how often progress is saved).
+NON_RESULT_SETTINGS = ("checkpoint_every",)
+
+
+def _result_settings(hp: dict | None) -> dict | None:
+    if not isinstance(hp, dict):
+        return None
+    return {k: v for k, v in sorted(hp.items()) if k not in NON_RESULT_SETTINGS}
 
 
 def evaluate_behavior(
@@ -525,4 +539,8 @@ def read_evaluation(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, 
         )
     if "policy" in table.column_names:
         arrays["policy"] = np.asarray(table.column("policy").to_pylist())
+    bad = np.flatnonzero(~np.all(np.isfinite(arrays["return"]), axis=1))
+    if bad.size:
+        raise DataFileError(path, f"column 'return' holds NaN or infinite values ({bad.size} rows, the first row "
+                            f"{int(bad[0])}); the file is damaged")  # fmt: skip
     return meta, arrays

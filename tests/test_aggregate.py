@@ -429,7 +429,8 @@ def test_the_same_evaluation_given_twice_is_refused(synthetic, capsys):
         aggregate([], [front, front], d / "tables", plots=False)
 
 
-@pytest.mark.parametrize("case", ["same run", "cell dataset", "behavior policy", "two fronts", "reference"])
+@pytest.mark.parametrize("case", ["same run", "cell dataset", "behavior policy", "two fronts", "reference", "eval seed",
+                                  "grid", "train settings"])  # fmt: skip
 def test_evaluations_that_do_not_belong_together_are_refused(case, tmp_path):
     """Files the tables would combine must agree on what they claim to be; both files are named."""
     a, b, c = "a" * 64, "b" * 64, "c" * 64
@@ -452,6 +453,15 @@ def test_evaluations_that_do_not_belong_together_are_refused(case, tmp_path):
             return [e("x.parquet", "expert", 0, behavior_sha256=a)], [f("front.parquet", checkpoint_sha256=b)]
         if case == "two fronts":
             return [], [f("front.parquet", checkpoint_sha256=a), f("other.parquet", checkpoint_sha256=a)]
+        if case == "eval seed":
+            return [e("x.parquet", "expert", 0, eval_seed=2023, episodes=1),
+                    e("y.parquet", "expert", 1, eval_seed=7, episodes=1)], []  # fmt: skip
+        if case == "grid":
+            return [e("x.parquet", "expert", 0),
+                    fake_eval(tmp_path / "y.parquet", "expert", "high", "bc", 1, [[1, 2], [2, 1], [3, 0]])], []  # fmt: skip
+        if case == "train settings":
+            return [e("x.parquet", "expert", 0, train_settings={"lr": 1e-4, "steps": 100}),
+                    e("y.parquet", "expert", 1, train_settings={"lr": 1e-4, "steps": 30})], []  # fmt: skip
         return [
             e("x.parquet", "expert", 0, dataset_sha256=a),
             e("y.parquet", "amateur", 0, dataset_sha256=b, reference_dataset_sha256=c),
@@ -470,6 +480,13 @@ def test_evaluations_that_do_not_belong_together_are_refused(case, tmp_path):
         "reference": f"{first} and {second} do not belong together: the first was made from the {ENV} expert-high "
         f"dataset sha256 {a[:12]}, the second is of a model normalised with the expert-high dataset "
         f"sha256 {c[:12]}",
+        "eval seed": f"{first} and {second} do not belong together: the first was evaluated with eval seed 2023 and "
+        "1 episode(s) per point, the second with eval seed 7 and 1; their returns are not comparable",
+        "grid": f"{first} and {second} do not belong together: both are of {ENV}, but the first was evaluated on 1 "
+        "preference points and the second on 3; their fronts are not comparable",
+        "train settings": f"{first} and {second} do not belong together: both are bc runs of {ENV} expert-high, "
+        "trained with other settings than their seed (steps 100 vs 30); a cell's seeds must differ in the seed "
+        "only",
     }[case]
     with pytest.raises(ValueError) as info:
         aggregate(evals, fronts, tmp_path / "tables", plots=False)
@@ -490,3 +507,31 @@ def test_a_model_outside_the_paper_s_six_is_not_dropped(synthetic):
     assert row.split("|")[-2].strip() == "1.44"  # 1200 * 1200 / 1e6
     comparison = (synthetic["dir"] / "tables" / "paper_comparison.md").read_text()
     assert "my-agent ours / paper" in comparison
+
+
+def test_damaged_returns_and_no_input_are_refused(synthetic, tmp_path, capsys):
+    """NaN in an evaluation's returns names the file (not a traceback); no files at all is an error,
+    not a set of empty tables."""
+    bad = fake_eval(tmp_path / "nan.parquet", "expert", "high", "bc", 0, [[1.0, 2.0], [float("nan"), 1.0]])
+    with pytest.raises(ValueError, match=r"nan.parquet: column 'return' holds NaN or infinite values \(1 rows, "
+                                         r"the first row 1\)"):  # fmt: skip
+        aggregate([bad], [], tmp_path / "tables", plots=False)
+    with pytest.raises(ValueError, match="no evaluation files given"):
+        aggregate([], [], tmp_path / "tables", plots=False)
+    from morl.cli import main
+
+    assert main(["aggregate", "--out-dir", str(tmp_path / "cli")]) == 2
+    assert "morl aggregate: error: no evaluation files given" in capsys.readouterr().err
+    assert not (tmp_path / "tables").exists() and not (tmp_path / "cli").exists()
+
+
+def test_igd_is_taken_over_the_runs_front_as_morl_baselines_computes_it(tmp_path):
+    """A dominated point nearer to the reference must not lower IGD (morl-baselines filters to the
+    non-dominated points first). Reference (the union front of B and the run): (10, 0), (0, 10) and
+    (6, 6). The run reached (6, 6) and the dominated (1, 5): over its front IGD =
+    (|(4, -6)| + |(-6, 4)| + 0) / 3 = 2 sqrt(52) / 3, not the smaller (sqrt(52) + |(-1, 5)| + 0) / 3
+    that all points would give."""
+    front = fake_front(tmp_path / "front.parquet", [[10, 0], [0, 10]], [[0, 0], [0, 0]], [[0, 0], [0, 0]])
+    run = fake_eval(tmp_path / "run.parquet", "expert", "high", "bc", 0, [[6, 6], [1, 5]])
+    metrics, _ = collect_metrics([run], [front])
+    assert metrics["igd"][0] == pytest.approx(2 * math.sqrt(52) / 3)

@@ -201,7 +201,8 @@ def _fake_eval(path, env, quality, entropy, model, seed, returns):
 def test_aggregate_tables_match_hand_computation(tmp_path):
     env = "MO-HalfCheetah-v2"
     files = []
-    for seed, pts in enumerate([[[1e6, 2e6], [2e6, 1e6]], [[3e6, 1e6]]]):
+    # every run on the same two preference points (runs on other grids are refused)
+    for seed, pts in enumerate([[[1e6, 2e6], [2e6, 1e6]], [[3e6, 1e6], [3e6, 1e6]]]):
         p = tmp_path / f"dtp{seed}.parquet"
         _fake_eval(p, env, "expert", "high", "dt-p", seed, pts)
         files.append(p)

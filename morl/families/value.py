@@ -780,6 +780,7 @@ def load_family_agent(
             "dataset_path": ckpt["dataset_path"],
             "dataset_sha256": ckpt["dataset_sha256"],
             "env_id": ckpt.get("env_id"),
+            "hp": ckpt["hp"],
         },
     )
 
