@@ -36,9 +36,11 @@ PPO minibatch updates all K at once. Each policy's loss, gradient clipping and A
 its own, so the result is the same as K separate learners. One torch thread (PGMORL sets one too).
 
 **Resumable.** The whole state (tasks, population, archive, graph, normalisers, random state) is
-written to ``<output>.partial`` at every generation boundary; a rerun continues from there and
-writes the same final file as an uninterrupted run on the same machine. Random draws depend only
-on the seed and the iteration index, never on when the run was stopped.
+written to ``<output>.partial`` every ``update_iters`` iterations: at every generation boundary,
+and inside the long warm-up, which runs in chunks of ``update_iters`` iterations, each starting
+new episodes. A rerun continues from there and writes the same final file as an uninterrupted run
+on the same machine. Random draws depend only on the seed and the iteration index, never on when
+the run was stopped.
 
 **The file.** The written population holds the archive: each policy's mean-action network, its
 observation statistics and its objective vector. :class:`PopulationPolicy` acts with it by PEDA's
@@ -813,12 +815,11 @@ def _take_actor(a: dict, idx: np.ndarray) -> dict:
 
 
 def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, threads: int | None = 1,
-                 progress: bool = True, stop_after_generations: int | None = None) -> dict[str, Any]:  # fmt: skip
+                 progress: bool = True) -> dict[str, Any]:  # fmt: skip
     """Train a PGMORL population for ``env_id`` with the settings ``cfg``; write ``output``.
 
-    Resumes from ``<output>.partial`` when present (written at every generation boundary).
-    ``stop_after_generations``: return after that many generations of this call, leaving the
-    partial file (tests use it to interrupt a run at a boundary). Returns a summary.
+    Resumes from ``<output>.partial`` when present (written at every generation boundary and
+    between the chunks of update_iters iterations a longer warm-up runs in). Returns a summary.
     """
     if not is_d4morl_task(env_id):
         raise InputError(f"{env_id}: behavior.method pgmorl trains on the D4MORL tasks only (its runs resume from "
@@ -843,14 +844,15 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
         tasks = TaskBatch.from_state(st["tasks"])
         pop = TaskBatch.from_state(st["population"]) if st["population"] is not None else None
         pop_objs = st["population_objs"].numpy().copy()
-        archive = dict(st["archive"])
+        archive = dict(st["archive"]) if st["archive"] is not None else None
         archive_objs = st["archive_objs"].numpy().copy()
         graph = OptGraph(st["graph"])
         rng = np.random.default_rng()
         rng.bit_generator.state = st["np_rng"]
         iteration, generation = int(st["iteration"]), int(st["generation"])
         history = [list(x) for x in st["history"]]
-        env_steps = int(history[-1][1]) if history else 0
+        env_steps = int(st.get("env_steps", history[-1][1] if history else 0))
+        in_generation = st.get("in_generation")
         wall_before = float(st["wall_s"])
         log.info("resuming PGMORL on %s from iteration %d of %d (%s)", env_id, iteration, total, partial)
     else:
@@ -871,52 +873,71 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
         archive, archive_objs = None, np.zeros((0, n_obj))
         rng = np.random.default_rng(s.seed)
         iteration, generation, history, wall_before, env_steps = 0, 0, [], 0.0, 0
+        in_generation = None
 
     steps_per_iter = s.num_envs * s.num_steps
     bar = Progress(total, f"pgmorl {env_id}", unit="iter", enabled=progress, initial=iteration)
-    gens_this_call = 0
     while iteration < total:
-        n_iters = s.warmup_iters if generation == 0 else s.update_iters
-        start, stop = iteration, min(iteration + n_iters, total)
+        if in_generation is None:  # a new generation starts
+            n_iters = s.warmup_iters if generation == 0 else s.update_iters
+            gen_start, gen_stop = iteration, min(iteration + n_iters, total)
+            prev = tasks.nodes.copy()  # each task's chain in the optimisation graph
+            pop_new: list[TaskBatch] = []
+            pop_new_objs: list[np.ndarray] = []
+        else:  # resumed inside a generation (the warm-up runs in several chunks)
+            gen_start, gen_stop = int(in_generation["start"]), int(in_generation["stop"])
+            prev = in_generation["prev"].numpy().copy()
+            pop_new = [TaskBatch.from_state(x) for x in in_generation["population_new"]]
+            pop_new_objs = [x.numpy().copy() for x in in_generation["population_new_objs"]]
+            in_generation = None
         k = len(tasks.weights)
-        parents = tasks.nodes.copy()
 
         def on_iteration(j, objs, k=k):
             bar.update(1, tasks=k, **{"archive HV": f"{history[-1][2]:.4g}" if history else "-"})
 
-        offspring = run_generation(env_id, tasks, s, iteration, stop, env_seed=s.seed * 7919 + generation + 1,
-                                   eval_seed=eval_seed, on_iteration=on_iteration)  # fmt: skip
-        # Archive: every iteration's policies; graph and population: every update_iters-th.
-        new_actor, new_objs = [], []
-        pop_new: list[TaskBatch] = []
-        pop_new_objs = []
-        prev = parents.copy()
-        for i, (snap, objs) in enumerate(offspring):
-            new_actor.append(_actor_rows(snap, list(range(k))))
-            new_objs.append(objs)
-            if (i + 1) % s.update_iters == 0:
-                for t in range(k):
-                    prev[t] = graph.insert(snap.weights[t], objs[t], int(prev[t]))
-                snap.nodes[:] = prev
-                pop_new.append(snap)
-                pop_new_objs.append(objs)
-        cand_actor = new_actor[0]
-        for a in new_actor[1:]:
-            cand_actor = _cat_actor(cand_actor, a)
-        cand_objs = np.concatenate(new_objs)
-        if archive is not None:
-            cand_actor, cand_objs = _cat_actor(archive, cand_actor), np.concatenate([archive_objs, cand_objs])
-        keep = archive_indices(cand_objs)
-        archive, archive_objs = _take_actor(cand_actor, keep), cand_objs[keep]
+        # A generation runs in chunks of update_iters iterations, each with new episodes, so that a
+        # long warm-up (200 iterations) can be saved between chunks; later generations are one chunk.
+        while iteration < gen_stop:
+            chunk_start, chunk_stop = iteration, min(iteration + s.update_iters, gen_stop)
+            chunk = (chunk_start - gen_start) // s.update_iters
+            env_seed = s.seed * 7919 + generation + 1 + chunk * 100_003
+            offspring = run_generation(env_id, tasks, s, chunk_start, chunk_stop, env_seed=env_seed,
+                                       eval_seed=eval_seed, on_iteration=on_iteration)  # fmt: skip
+            # Archive: every iteration's policies; graph and population: every update_iters-th.
+            new_actor, new_objs = [], []
+            for i, (snap, objs) in enumerate(offspring):
+                new_actor.append(_actor_rows(snap, list(range(k))))
+                new_objs.append(objs)
+                if (chunk_start - gen_start + i + 1) % s.update_iters == 0:
+                    for t in range(k):
+                        prev[t] = graph.insert(snap.weights[t], objs[t], int(prev[t]))
+                    snap.nodes[:] = prev
+                    pop_new.append(snap)
+                    pop_new_objs.append(objs)
+            cand_actor = new_actor[0]
+            for a in new_actor[1:]:
+                cand_actor = _cat_actor(cand_actor, a)
+            cand_objs = np.concatenate(new_objs)
+            if archive is not None:
+                cand_actor, cand_objs = _cat_actor(archive, cand_actor), np.concatenate([archive_objs, cand_objs])
+            keep = archive_indices(cand_objs)
+            archive, archive_objs = _take_actor(cand_actor, keep), cand_objs[keep]
+            iteration = chunk_stop
+            env_steps += k * (chunk_stop - chunk_start) * steps_per_iter
+            if iteration < gen_stop:
+                _save(partial, _partial_state(
+                    env_id, settings, tasks, pop, pop_objs, archive, archive_objs, graph, rng, iteration, generation,
+                    history, env_steps, wall_before + time.perf_counter() - t0,
+                    {"start": gen_start, "stop": gen_stop, "prev": torch.from_numpy(prev.copy()),
+                     "population_new": [b.state() for b in pop_new],
+                     "population_new_objs": [torch.from_numpy(o.copy()) for o in pop_new_objs]}))  # fmt: skip
         if pop_new:
             all_pop = TaskBatch.concat(([pop] if pop is not None else []) + pop_new)
             all_objs = np.concatenate([pop_objs] + pop_new_objs)
             keep_pop = Population(n_obj, s.pbuffer_num, s.pbuffer_size).members(list(all_objs))
             pop, pop_objs = all_pop.select(keep_pop), all_objs[keep_pop]
-        iteration = stop
         generation += 1
         hv = hypervolume(archive_objs) if len(archive_objs) else 0.0
-        env_steps += k * (stop - start) * steps_per_iter
         history.append([iteration, env_steps, hv, len(archive_objs)])
         log.info("pgmorl %s: generation %d, iteration %d/%d, archive %d policies, archive HV %.4g", env_id,
                  generation, iteration, total, len(archive_objs), hv)  # fmt: skip
@@ -927,20 +948,9 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
             chosen = select_tasks(graph, list(pop.nodes), archive_objs, s, n_obj, rng)
             tasks = pop.select([c[0] for c in chosen])
             tasks.weights[:] = np.stack([c[1] for c in chosen])
-        wall = wall_before + time.perf_counter() - t0
-        if iteration < total:
-            _save(partial, {
-                "kind": PARTIAL_KIND, "env_id": env_id, "physics_version": physics_version(env_id),
-                "settings": settings, "tasks": tasks.state(), "population": pop.state(),
-                "population_objs": torch.from_numpy(pop_objs.copy()), "archive": archive,
-                "archive_objs": torch.from_numpy(archive_objs.copy()), "graph": graph.state(),
-                "np_rng": rng.bit_generator.state, "iteration": iteration, "generation": generation,
-                "history": history, "wall_s": wall,
-            })  # fmt: skip
-            gens_this_call += 1
-            if stop_after_generations is not None and gens_this_call >= stop_after_generations:
-                bar.close()
-                return {"env_id": env_id, "stopped_at_iteration": iteration, "partial": str(partial)}
+            _save(partial, _partial_state(env_id, settings, tasks, pop, pop_objs, archive, archive_objs, graph, rng,
+                                          iteration, generation, history, env_steps,
+                                          wall_before + time.perf_counter() - t0, None))  # fmt: skip
     bar.close()
     if archive is None or len(archive_objs) == 0:
         raise InputError(f"{env_id}: PGMORL's archive is empty (no policy reached non-negative returns on every "
@@ -963,6 +973,20 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
                "wall_s": wall}  # fmt: skip
     log.info("pgmorl %s done: %s", env_id, summary)
     return summary
+
+
+def _partial_state(env_id, settings, tasks, pop, pop_objs, archive, archive_objs, graph, rng, iteration, generation,
+                   history, env_steps, wall, in_generation) -> dict:  # fmt: skip
+    """Everything a run needs to continue: tasks, population, archive, graph, random state, and,
+    between the chunks of a generation, what that generation has produced so far."""
+    return {
+        "kind": PARTIAL_KIND, "env_id": env_id, "physics_version": physics_version(env_id), "settings": settings,
+        "tasks": tasks.state(), "population": pop.state() if pop is not None else None,
+        "population_objs": torch.from_numpy(pop_objs.copy()), "archive": archive,
+        "archive_objs": torch.from_numpy(archive_objs.copy()), "graph": graph.state(),
+        "np_rng": rng.bit_generator.state, "iteration": iteration, "generation": generation, "history": history,
+        "env_steps": env_steps, "wall_s": wall, "in_generation": in_generation,
+    }  # fmt: skip
 
 
 def _save(path: Path, state: dict) -> None:
@@ -998,7 +1022,7 @@ def _population_of_partial(path: Path, st: dict) -> dict:
             "act_low": np.asarray(spec.act_low, np.float32).tolist(),
             "act_high": np.asarray(spec.act_high, np.float32).tolist(),
             "obs_clip": st["settings"]["obs_clip"], "settings": st["settings"], "partial": True,
-            "iterations": st["iteration"], "env_steps": int(st["history"][-1][1]) if st["history"] else 0,
+            "iterations": st["iteration"], "env_steps": int(st.get("env_steps", 0)),
             "archive": st["archive"], "objs": st["archive_objs"], "history": st["history"],
         }  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:

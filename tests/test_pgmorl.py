@@ -136,28 +136,39 @@ def _morl(*args, cwd: Path, **kw):
 
 
 def test_a_killed_run_resumes_to_the_same_file_as_an_uninterrupted_one(tmp_path):
-    settings = dict(TINY, env_steps_per_task=8 * 2 * 64)
-    cfg = _cli_config(tmp_path, "MO-Swimmer-v2", settings)
-    whole = _morl("behavior", "--config", str(cfg), "--env", "MO-Swimmer-v2", "--output", "whole.pt", cwd=tmp_path)
-    out, _ = whole.communicate(timeout=600)
-    assert whole.returncode == 0, out
-    run = _morl("behavior", "--config", str(cfg), "--env", "MO-Swimmer-v2", "--output", "cut.pt", cwd=tmp_path,
-                start_new_session=True)  # fmt: skip
-    partial = tmp_path / "cut.pt.partial"
-    deadline = time.time() + 300
-    while time.time() < deadline and run.poll() is None:
-        if partial.exists() and torch.load(partial, weights_only=True)["generation"] >= 2:
-            break
-        time.sleep(0.05)
-    assert run.poll() is None, "the run finished before it could be killed; the test needs a longer run"
-    os.killpg(run.pid, signal.SIGKILL)
-    run.wait()
-    assert partial.exists() and not (tmp_path / "cut.pt").exists()
+    """Killed (SIGKILL) twice, inside the warm-up (between its chunks) and at a later generation
+    boundary, and rerun each time: the same bytes as a run never stopped."""
     from morl.behavior import load_behavior
 
-    in_progress = load_behavior(partial, expect_env="MO-Swimmer-v2")  # a run in progress can be evaluated
-    assert in_progress.meta["partial"] and len(in_progress.objs) >= 1
-    resumed = _morl("behavior", "--config", str(cfg), "--env", "MO-Swimmer-v2", "--output", "cut.pt", cwd=tmp_path)
+    settings = dict(TINY, env_steps_per_task=8 * 2 * 64, warmup_iters=3)
+    cfg = _cli_config(tmp_path, "MO-Swimmer-v2", settings)
+    argv = ["behavior", "--config", str(cfg), "--env", "MO-Swimmer-v2", "--output"]
+    whole = _morl(*argv, "whole.pt", cwd=tmp_path)
+    out, _ = whole.communicate(timeout=600)
+    assert whole.returncode == 0, out
+    partial = tmp_path / "cut.pt.partial"
+
+    def state():
+        try:
+            return torch.load(partial, weights_only=True)
+        except Exception:  # not there yet, or being replaced
+            return None
+
+    for stop_when in (lambda st: st["in_generation"] is not None, lambda st: st["generation"] >= 2):
+        run = _morl(*argv, "cut.pt", cwd=tmp_path, start_new_session=True)
+        deadline = time.time() + 300
+        while time.time() < deadline and run.poll() is None:
+            st = state()
+            if st is not None and stop_when(st):
+                break
+            time.sleep(0.02)
+        assert run.poll() is None, "the run finished before it could be killed; the test needs a longer run"
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+        assert partial.exists() and not (tmp_path / "cut.pt").exists()
+        in_progress = load_behavior(partial, expect_env="MO-Swimmer-v2")  # a run in progress can be evaluated
+        assert in_progress.meta["partial"] and len(in_progress.objs) >= 1
+    resumed = _morl(*argv, "cut.pt", cwd=tmp_path)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     assert (tmp_path / "cut.pt").read_bytes() == (tmp_path / "whole.pt").read_bytes()
