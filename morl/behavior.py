@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from morl import __version__
-from morl.envs import check_physics_version, get_spec, make_env, physics_version
+from morl.envs import check_file_identity, get_spec, make_env, physics_version
 from morl.errors import InputError
 from morl.metrics import hypervolume
 from morl.models import resolve_device
@@ -542,12 +542,4 @@ def load_behavior(path: str | os.PathLike, expect_env: str | None = None):
 
 def _load_checkpoint(path: Path, expect_env: str | None = None, state: dict | None = None) -> dict[str, Any]:
     st = load_torch(path, "behavior checkpoint") if state is None else state
-    if not isinstance(st, dict) or st.get("kind") != CHECKPOINT_KIND:
-        raise InputError(f"{path}: not a morl behavior checkpoint (missing kind={CHECKPOINT_KIND!r})")
-    if expect_env is not None and st.get("env_id") != expect_env:
-        raise InputError(f"{path}: checkpoint is for env {st.get('env_id')!r}, not {expect_env!r}")
-    try:
-        check_physics_version(st.get("env_id"), st.get("physics_version"))
-    except ValueError as exc:
-        raise InputError(f"{path}: behavior checkpoint {exc}") from None
-    return st
+    return check_file_identity(path, st, CHECKPOINT_KIND, expect_env, "behavior checkpoint", "checkpoint")

@@ -670,6 +670,22 @@ def check_physics_version(env_id: str, recorded: Any) -> None:
         )
 
 
+def check_file_identity(path: Any, st: Any, kind: str, expect_env: str | None, name: str, subject: str) -> dict:
+    """``st``, a loaded policy file, after checking that it is a dict of ``kind``, made for
+    ``expect_env`` (if given) under the physics this morl simulates; :class:`InputError` names
+    ``path``. ``name`` is the kind of file in words ("behavior checkpoint"), ``subject`` how the
+    env mismatch calls it ("checkpoint")."""
+    if not isinstance(st, dict) or st.get("kind") != kind:
+        raise InputError(f"{path}: not a morl {name} (missing kind={kind!r})")
+    if expect_env is not None and st.get("env_id") != expect_env:
+        raise InputError(f"{path}: {subject} is for env {st.get('env_id')!r}, not {expect_env!r}")
+    try:
+        check_physics_version(st.get("env_id"), st.get("physics_version"))
+    except ValueError as exc:
+        raise InputError(f"{path}: {name} {exc}") from None
+    return st
+
+
 # --------------------------------------------------------------------------------------------
 # Shared physics functions (used by MOMujocoEnv and morl.vector.BatchedEnv)
 # --------------------------------------------------------------------------------------------

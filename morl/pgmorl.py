@@ -62,7 +62,7 @@ import numpy as np
 import torch
 
 from morl import __version__
-from morl.envs import check_physics_version, get_spec, is_d4morl_task, physics_version
+from morl.envs import check_file_identity, get_spec, is_d4morl_task, physics_version
 from morl.errors import InputError
 from morl.metrics import hypervolume
 from morl.progress import Progress, log
@@ -995,15 +995,7 @@ def _save(path: Path, state: dict) -> None:
 
 def _load(path: Path, kind: str, expect_env: str | None) -> dict:
     st = load_torch(path, "PGMORL population")
-    if not isinstance(st, dict) or st.get("kind") != kind:
-        raise InputError(f"{path}: not a morl PGMORL file (missing kind={kind!r})")
-    if expect_env is not None and st.get("env_id") != expect_env:
-        raise InputError(f"{path}: population is for env {st.get('env_id')!r}, not {expect_env!r}")
-    try:
-        check_physics_version(st.get("env_id"), st.get("physics_version"))
-    except ValueError as exc:
-        raise InputError(f"{path}: PGMORL population {exc}") from None
-    return st
+    return check_file_identity(path, st, kind, expect_env, "PGMORL run state", "run")
 
 
 # ------------------------------------------------------------------------------------------
@@ -1043,14 +1035,7 @@ class PopulationPolicy:
         st = state if state is not None else load_torch(self.path, "behavior checkpoint")
         if isinstance(st, dict) and st.get("kind") == PARTIAL_KIND:
             st = _population_of_partial(self.path, st)
-        if not isinstance(st, dict) or st.get("kind") != KIND:
-            raise InputError(f"{self.path}: not a morl PGMORL population (missing kind={KIND!r})")
-        if expect_env is not None and st.get("env_id") != expect_env:
-            raise InputError(f"{self.path}: population is for env {st.get('env_id')!r}, not {expect_env!r}")
-        try:
-            check_physics_version(st.get("env_id"), st.get("physics_version"))
-        except ValueError as exc:
-            raise InputError(f"{self.path}: PGMORL population {exc}") from None
+        check_file_identity(self.path, st, KIND, expect_env, "PGMORL population", "population")
         try:
             self.env_id = st["env_id"]
             self.n_obj, self.obs_dim, self.act_dim = int(st["n_obj"]), int(st["obs_dim"]), int(st["act_dim"])
