@@ -42,9 +42,15 @@ def cmd_validate(args) -> int:
 
 def cmd_behavior(args) -> int:
     from morl.behavior import train_behavior
-    from morl.config import behavior_settings, load_config
+    from morl.config import behavior_settings, load_config, validate_config
 
-    settings = behavior_settings(load_config(args.config), args.env)
+    config = load_config(args.config)
+    if args.method:  # the other method of the same config, e.g. the TD3 keys of configs/paper.yaml
+        config["behavior"]["method"] = args.method
+        config["behavior"]["overrides"] = [{k: v for k, v in ov.items() if k != "method"}
+                                           for ov in config["behavior"].get("overrides", [])]  # fmt: skip
+        validate_config(config, f"{args.config} with --method {args.method}")
+    settings = behavior_settings(config, args.env)
     summary = train_behavior(args.env, settings, args.output, threads=args.threads, device=args.device)
     print(json.dumps(summary, indent=2))
     return 0
@@ -241,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--env", required=True)
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--threads", type=_bounded_count(MAX_WORKERS, "threads"), default=None)
+    sp.add_argument("--method", choices=["td3", "pgmorl"], default=None, help="train with this behavior method "
+                    "instead of the config's behavior.method (its settings from the same config)")  # fmt: skip
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
 
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))

@@ -203,6 +203,28 @@ def test_morl_behavior_trains_with_the_envs_overrides(tmp_path, config):
     assert ckpt["steps"] == 48 and ckpt["settings"]["gamma"] == 0.95
 
 
+def test_morl_behavior_method_flag_trains_the_configs_other_method(tmp_path, config):
+    """`morl behavior --method td3` on a pgmorl config (configs/paper.yaml keeps TD3's keys too)
+    trains the TD3 actor with them, per-env overrides included; a method whose settings the config
+    lacks is a config error."""
+    config["behavior"].update(method="pgmorl", pgmorl={"env_steps_per_task": 640, "warmup_iters": 2,
+                                                       "update_iters": 1, "num_steps": 64, "num_envs": 2,
+                                                       "num_minibatches": 4})  # fmt: skip
+    config["behavior"]["overrides"] = [{"envs": ["MO-HalfCheetah-v2"], "total_steps": 48, "start_steps": 48}]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "policy.pt"
+    argv = ["behavior", "--config", str(path), "--env", "MO-HalfCheetah-v2", "--output", str(out)]
+    assert main([*argv, "--method", "td3"]) == 0
+    ckpt = torch.load(out, weights_only=True)
+    assert ckpt["kind"] == "morl-behavior" and ckpt["steps"] == 48
+    del config["behavior"]["pgmorl"]
+    config["behavior"]["method"] = "td3"
+    path.write_text(yaml.safe_dump(config))
+    out.unlink()
+    assert main([*argv, "--method", "pgmorl"]) == 2 and not out.exists()
+
+
 def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config, tmp_path):
     from morl.config import training_definitions
 
