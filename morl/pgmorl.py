@@ -448,9 +448,9 @@ def run_generation(env_id: str, tb: TaskBatch, s: PGMORLSettings, start: int, st
                    eval_seed: int, on_iteration=None) -> list[tuple[TaskBatch, np.ndarray]]:  # fmt: skip
     """Train the K tasks of ``tb`` in place for global iterations ``start .. stop - 1``.
 
-    Returns one (snapshot of the K tasks, (K, n_obj) evaluated objectives) per iteration. As in
-    PGMORL each generation starts new environments (new episodes) and a fresh objective-return
-    accumulator; the normalisers' statistics carry over from the parent.
+    Returns one (snapshot of the K tasks, (K, n_obj) evaluated objectives) per iteration. Each call
+    starts new environments (new episodes, seeded from ``env_seed``) and a fresh objective-return
+    accumulator, as PGMORL does at every generation; the normalisers' statistics carry over.
     """
     spec = get_spec(env_id)
     k, n, t_len, n_obj = len(tb.weights), s.num_envs, s.num_steps, spec.n_obj
