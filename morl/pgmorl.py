@@ -1014,7 +1014,8 @@ def _population_of_partial(path: Path, st: dict) -> dict:
             "act_low": np.asarray(spec.act_low, np.float32).tolist(),
             "act_high": np.asarray(spec.act_high, np.float32).tolist(),
             "obs_clip": st["settings"]["obs_clip"], "settings": st["settings"], "partial": True,
-            "iterations": st["iteration"], "env_steps": int(st.get("env_steps", 0)),
+            "iterations": st["iteration"],
+            "env_steps": int(st.get("env_steps", st["history"][-1][1] if st["history"] else 0)),
             "archive": st["archive"], "objs": st["archive_objs"], "history": st["history"],
         }  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
