@@ -23,9 +23,10 @@ import numpy as np
 
 from morl.behavior import load_behavior
 from morl.config import load_config
-from morl.evaluate import BehaviorAgent, evaluate_agent
+from morl.evaluate import evaluate_agent
 from morl.metrics import hypervolume, pareto_front
 from morl.paper import HV_UNITS, published_hv
+from morl.rollout import BehaviorAgent
 
 
 def quality_row(path: str, divisions, seed: int, workers: int) -> str:

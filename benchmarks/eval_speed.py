@@ -4,7 +4,7 @@ For each model (default MORvS(P) and MODT(P) at paper size: hidden 512 depth 3; 
 3 layers, 1 head, context 20, evaluation context 5), on MO-HalfCheetah-v2 and the full
 preference grid (501 points), in one run:
 
-- reference: :func:`morl.evaluate.rollout_sequential`, the original's style (one
+- reference: :func:`morl.rollout.rollout_sequential`, the original's style (one
   ``MOMujocoEnv``, one policy call with batch size 1 per step, preference after preference).
   It is timed on ``--points`` points spread over the grid and extrapolated linearly, per env
   step, to the env steps of the full grid (the output says so);
@@ -48,9 +48,10 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from morl.agents import Agent
 from morl.envs import ENV_SPECS, get_spec, load_model, reset_physics
-from morl.evaluate import episode_seeds, evaluate_agent, initial_targets, rollout_sequential
+from morl.evaluate import evaluate_agent, initial_targets
 from morl.models import build_model, is_transformer, resolve_hp
 from morl.preferences import simplex_grid
+from morl.rollout import episode_seeds, rollout_sequential
 
 PAPER_HP = dict(hidden=512, depth=3, embed_dim=512, n_layer=3, n_head=1, dropout=0.1,
                 context_length=20, eval_context_length=5)  # fmt: skip

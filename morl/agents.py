@@ -29,7 +29,9 @@ import numpy as np
 import torch
 
 from morl.errors import InputError
-from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_device, resolve_hp
+from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_hp
+from morl.rollout import as_batch
+from morl.runtime import resolve_device
 from morl.torch_io import TorchFileError, load_torch
 
 CHECKPOINT_FORMAT = "morl-peda-agent"
@@ -131,21 +133,6 @@ def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
     except ValueError as exc:
         raise CheckpointError(path, f"invalid hyperparameters ({exc})") from exc
     return ckpt
-
-
-def as_batch(name: str, array, width: int, batch_size: int, device: torch.device, dtype=torch.float32) -> torch.Tensor:
-    """``array`` as a ``(batch_size, width)`` tensor on ``device`` (any batch size while ``batch_size`` is
-    0); a wrong shape or a NaN/infinite value raises a ValueError naming ``name``. Every batched
-    evaluation agent checks what the evaluator hands it with this."""
-    arr = np.asarray(array)
-    if arr.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D array (batch, {width}), got shape {arr.shape}")
-    expected = (batch_size or arr.shape[0], width)
-    if arr.shape != expected:
-        raise ValueError(f"{name} must have shape {expected}, got {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return torch.as_tensor(arr, dtype=dtype).to(device)
 
 
 class Agent:

@@ -48,9 +48,10 @@ from morl import __version__
 from morl.envs import check_file_identity, get_spec, make_env, physics_version
 from morl.errors import InputError
 from morl.metrics import hypervolume
-from morl.models import resolve_device
 from morl.preferences import simplex_grid
 from morl.progress import Progress, log
+from morl.rollout import episode_seeds, rollout
+from morl.runtime import resolve_device, torch_threads
 from morl.torch_io import load_torch, save_torch
 
 CHECKPOINT_KIND = "morl-behavior"
@@ -254,8 +255,6 @@ def estimate_hv(env_id: str, actor: Actor, seed: int, divisions: int | None = No
 
     Runs in its own environments and uses no random generator, so it leaves training untouched.
     """
-    from morl.evaluate import episode_seeds, rollout, torch_threads
-
     n_obj = get_spec(env_id).n_obj
     prefs = simplex_grid(n_obj, divisions or HV_ESTIMATE_DIVISIONS.get(n_obj, 2))
     seeds = episode_seeds(seed, len(prefs), 1)[0]

@@ -27,12 +27,11 @@ metadata, the summary metrics, the regression coefficients and where the policy 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -51,37 +50,13 @@ from morl.data import (
     read_meta,
     short_hash,
 )
-from morl.envs import get_spec, make_env
+from morl.envs import get_spec
 from morl.errors import InputError
 from morl.metrics import front_at, hypervolume, mean_utility, pareto_front, ratio_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
-from morl.vector import BatchedEnv
-
-
-class Agent(Protocol):
-    """What the evaluator needs from a policy: a batched, stateful controller."""
-
-    def reset(self, preferences: np.ndarray, target_returns: np.ndarray) -> None: ...
-    def act(self, obs: np.ndarray) -> np.ndarray: ...
-    def observe(self, actions: np.ndarray, rewards: np.ndarray) -> None: ...
-
-
-class BehaviorAgent:
-    """The behavior policy's deterministic action for each slot's preference."""
-
-    def __init__(self, policy):
-        self.policy = policy
-        self.prefs: np.ndarray | None = None
-
-    def reset(self, preferences, target_returns) -> None:
-        self.prefs = np.asarray(preferences, np.float32)
-
-    def act(self, obs):
-        return self.policy.act(obs, self.prefs)
-
-    def observe(self, actions, rewards) -> None:
-        pass
+from morl.rollout import BehaviorAgent, Controller, episode_seeds, rollout, rollout_sequential
+from morl.runtime import torch_threads
 
 
 class ConstantAgent:
@@ -138,63 +113,6 @@ def initial_targets(coef: np.ndarray, preferences: np.ndarray) -> np.ndarray:
     return W * predicted
 
 
-def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
-    """Deterministic environment seeds, shape ``(episodes, n_points)``."""
-    ss = np.random.SeedSequence(seed)
-    return ss.generate_state(episodes * n_points, dtype=np.uint32).reshape(episodes, n_points).astype(np.int64)
-
-
-def rollout(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray, seeds: np.ndarray,
-            progress: Progress | None = None, workers: int = 1):  # fmt: skip
-    """Run one episode per row of ``preferences`` in lockstep (physics on ``workers`` cores);
-    return (returns (B, n_obj), lengths (B,))."""
-    B = len(preferences)
-    with BatchedEnv(env_id, B, num_workers=workers) as env:
-        obs = env.reset(seeds)
-        agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32))
-        returns = np.zeros((B, env.n_obj), np.float64)
-        while not env.done:
-            act = agent.act(obs)
-            obs, rew, _, _ = env.step(act)
-            returns += rew
-            agent.observe(act, rew)
-            if progress is not None:
-                progress.update(1)
-        return returns, env.lengths
-
-
-def rollout_sequential(env_id: str, agent: Agent, preferences: np.ndarray, targets: np.ndarray,
-                       seeds: np.ndarray, progress: Progress | None = None):  # fmt: skip
-    """The reference for :func:`rollout`: one episode per row, one after another, in the style of
-    the original D4MORL/PEDA evaluation loop (one ``MOMujocoEnv``, one policy call with batch
-    size 1 per step, stop at ``terminated or truncated``). Same return value as :func:`rollout`."""
-    spec = get_spec(env_id)
-    env = make_env(env_id)
-    preferences = np.asarray(preferences, np.float32)
-    targets = np.asarray(targets, np.float32)
-    B = len(preferences)
-    returns = np.zeros((B, spec.n_obj), np.float64)
-    lengths = np.zeros(B, np.int64)
-    for i in range(B):
-        agent.reset(preferences[i : i + 1], targets[i : i + 1])
-        obs, _ = env.reset(seed=int(seeds[i]))
-        episode_return = np.zeros(spec.n_obj, np.float64)
-        t = 0
-        while True:
-            action = agent.act(obs[None])[0]
-            obs, reward, terminated, truncated, _ = env.step(action)
-            episode_return += reward
-            agent.observe(action[None], reward[None])
-            t += 1
-            if progress is not None:
-                progress.update(1)
-            if terminated or truncated:
-                break
-        returns[i] = episode_return
-        lengths[i] = t
-    return returns, lengths
-
-
 def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
     """HV, SP, ratio deviation, mean utility and the number of non-dominated points of one evaluation."""
     return {
@@ -209,7 +127,7 @@ def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
 
 def evaluate_agent(
     env_id: str,
-    agent: Agent,
+    agent: Controller,
     divisions: int | None,
     episodes: int,
     seed: int,
@@ -231,7 +149,7 @@ def evaluate_agent(
 
 def evaluate_sequential(
     env_id: str,
-    agent: Agent,
+    agent: Controller,
     divisions: int | None,
     episodes: int,
     seed: int,
@@ -248,19 +166,6 @@ def evaluate_sequential(
 #: notebook). float32 results depend on torch's thread count, so a fixed count is what lets the
 #: rule and the command give the same numbers; the physics' worker count does not change them.
 EVALUATION_TORCH_THREADS = 1
-
-
-@contextlib.contextmanager
-def torch_threads(n: int):
-    """Run the block with ``n`` torch threads, then restore the caller's count."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential, workers=1):

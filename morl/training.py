@@ -65,11 +65,11 @@ from morl.models import (
     build_model,
     check_model_name,
     is_transformer,
-    resolve_device,
     resolve_hp,
     window_length,
 )
 from morl.progress import Progress
+from morl.runtime import resolve_device
 from morl.torch_io import TorchFileError, load_torch, save_torch
 
 log = logging.getLogger(__name__)

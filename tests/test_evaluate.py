@@ -29,18 +29,15 @@ from morl.behavior import BehaviorPolicy, train_behavior
 from morl.data import load_dataset
 from morl.envs import get_spec
 from morl.evaluate import (
-    BehaviorAgent,
-    episode_seeds,
     evaluate_agent,
     evaluate_checkpoint,
     evaluate_sequential,
     fit_return_regression,
     read_evaluation,
-    rollout,
-    rollout_sequential,
 )
 from morl.models import MODEL_NAMES, build_model
 from morl.preferences import default_divisions, simplex_grid
+from morl.rollout import BehaviorAgent, episode_seeds, rollout, rollout_sequential
 from morl.training import observation_stats, train
 
 CHEETAH, HOPPER = "MO-HalfCheetah-v2", "MO-Hopper-v3"

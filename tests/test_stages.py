@@ -181,7 +181,7 @@ def test_behavior_front_file(tmp_path, tiny_policy):
 
 
 def test_evaluation_is_deterministic(tiny_policy):
-    from morl.evaluate import BehaviorAgent
+    from morl.rollout import BehaviorAgent
 
     pol = BehaviorPolicy(tiny_policy)
     r1 = evaluate_agent("MO-HalfCheetah-v2", BehaviorAgent(pol), 2, 1, 9, progress=False)

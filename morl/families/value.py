@@ -53,11 +53,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from morl import __version__
-from morl.agents import CheckpointError, as_batch, read_checkpoint_dict
+from morl.agents import CheckpointError, read_checkpoint_dict
 from morl.data import Dataset, file_sha256, load_dataset
 from morl.errors import InputError
-from morl.models import STATE_CLIP, STATISTICS_FROM, resolve_device
+from morl.models import STATE_CLIP, STATISTICS_FROM
 from morl.progress import Progress
+from morl.rollout import as_batch
+from morl.runtime import resolve_device
 from morl.torch_io import save_torch
 from morl.training import (
     _cpu_state_dict,

@@ -1,0 +1,130 @@
+"""The agent protocol and the rollouts every stage runs agents with.
+
+A controller is a batched, stateful policy: :meth:`Controller.reset` starts ``B`` episodes with
+one preference and one target return each, then :meth:`Controller.act` and
+:meth:`Controller.observe` alternate once per step. A trained :class:`Agent` also says what it
+is and how it was trained, which the evaluator records and checks. :func:`rollout` runs one
+episode per preference in lockstep in a :class:`~morl.vector.BatchedEnv`;
+:func:`rollout_sequential` is its slow reference, one environment and one policy call per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from morl.envs import get_spec, make_env
+from morl.progress import Progress
+from morl.vector import BatchedEnv
+
+
+class Controller(Protocol):
+    """What a rollout needs from a policy: a batched, stateful controller."""
+
+    def reset(self, preferences: np.ndarray, target_returns: np.ndarray) -> None: ...
+    def act(self, obs: np.ndarray) -> np.ndarray: ...
+    def observe(self, actions: np.ndarray, rewards: np.ndarray) -> None: ...
+
+
+class Agent(Controller, Protocol):
+    """A trained agent of any family: a controller that also says what the evaluator records."""
+
+    model_name: str  # the registry's model name
+    seed: int | None  # the training seed
+    obs_dim: int
+    act_dim: int
+    n_obj: int
+    #: how and on what it was trained: the training definitions, the reference dataset and its
+    #: hash, the training dataset's path and hash, the env id and the settings
+    training: dict[str, Any]
+
+
+class BehaviorAgent:
+    """A behavior policy's deterministic action for each slot's preference."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.prefs: np.ndarray | None = None
+
+    def reset(self, preferences, target_returns) -> None:
+        self.prefs = np.asarray(preferences, np.float32)
+
+    def act(self, obs):
+        return self.policy.act(obs, self.prefs)
+
+    def observe(self, actions, rewards) -> None:
+        pass
+
+
+def as_batch(name: str, array, width: int, batch_size: int, device: torch.device, dtype=torch.float32) -> torch.Tensor:
+    """``array`` as a ``(batch_size, width)`` tensor on ``device`` (any batch size while ``batch_size`` is
+    0); a wrong shape or a NaN/infinite value raises a ValueError naming ``name``. Every batched
+    evaluation agent checks what the evaluator hands it with this."""
+    arr = np.asarray(array)
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array (batch, {width}), got shape {arr.shape}")
+    expected = (batch_size or arr.shape[0], width)
+    if arr.shape != expected:
+        raise ValueError(f"{name} must have shape {expected}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return torch.as_tensor(arr, dtype=dtype).to(device)
+
+
+def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
+    """Deterministic environment seeds, shape ``(episodes, n_points)``."""
+    ss = np.random.SeedSequence(seed)
+    return ss.generate_state(episodes * n_points, dtype=np.uint32).reshape(episodes, n_points).astype(np.int64)
+
+
+def rollout(env_id: str, agent: Controller, preferences: np.ndarray, targets: np.ndarray, seeds: np.ndarray,
+            progress: Progress | None = None, workers: int = 1):  # fmt: skip
+    """Run one episode per row of ``preferences`` in lockstep (physics on ``workers`` cores);
+    return (returns (B, n_obj), lengths (B,))."""
+    B = len(preferences)
+    with BatchedEnv(env_id, B, num_workers=workers) as env:
+        obs = env.reset(seeds)
+        agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32))
+        returns = np.zeros((B, env.n_obj), np.float64)
+        while not env.done:
+            act = agent.act(obs)
+            obs, rew, _, _ = env.step(act)
+            returns += rew
+            agent.observe(act, rew)
+            if progress is not None:
+                progress.update(1)
+        return returns, env.lengths
+
+
+def rollout_sequential(env_id: str, agent: Controller, preferences: np.ndarray, targets: np.ndarray,
+                       seeds: np.ndarray, progress: Progress | None = None):  # fmt: skip
+    """The reference for :func:`rollout`: one episode per row, one after another, in the style of
+    the original D4MORL/PEDA evaluation loop (one ``MOMujocoEnv``, one policy call with batch
+    size 1 per step, stop at ``terminated or truncated``). Same return value as :func:`rollout`."""
+    spec = get_spec(env_id)
+    env = make_env(env_id)
+    preferences = np.asarray(preferences, np.float32)
+    targets = np.asarray(targets, np.float32)
+    B = len(preferences)
+    returns = np.zeros((B, spec.n_obj), np.float64)
+    lengths = np.zeros(B, np.int64)
+    for i in range(B):
+        agent.reset(preferences[i : i + 1], targets[i : i + 1])
+        obs, _ = env.reset(seed=int(seeds[i]))
+        episode_return = np.zeros(spec.n_obj, np.float64)
+        t = 0
+        while True:
+            action = agent.act(obs[None])[0]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            episode_return += reward
+            agent.observe(action[None], reward[None])
+            t += 1
+            if progress is not None:
+                progress.update(1)
+            if terminated or truncated:
+                break
+        returns[i] = episode_return
+        lengths[i] = t
+    return returns, lengths
