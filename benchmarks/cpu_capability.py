@@ -31,7 +31,7 @@ from morl.behavior import train_behavior
 from morl.collect import collect_dataset
 from morl.config import load_config, train_settings
 from morl.data import file_sha256
-from morl.training import train
+from morl.families import train
 
 torch.set_num_threads(1)
 out, steps, behavior_steps = ".", int(sys.argv[2]), int(sys.argv[3])  # relative paths: files record them

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from morl.tables import DISPLAY, MODEL_ORDER
+from morl.families import display_names, model_order
 
 
 def fractions(tables: Path) -> pl.DataFrame:
@@ -43,13 +43,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     both = fractions(args.peda).join(fractions(args.alternative), on=["env", "quality", "entropy", "model"],
                                      suffix="_alt")  # fmt: skip
-    order = {m: i for i, m in enumerate(MODEL_ORDER)}
+    order = {m: i for i, m in enumerate(model_order())}
     both = both.sort("env", pl.col("quality").replace_strict({"expert": 0, "amateur": 1}, default=2),
                      pl.col("model").replace_strict(order, default=len(order)))  # fmt: skip
     print("| env | dataset | model | HV / B, PEDA's definitions | HV / B, alternative | alternative − PEDA |")
     print("|---|---|---|---:|---:|---:|")
     for r in both.iter_rows(named=True):
-        print(f"| {r['env']} | {r['quality']} {r['entropy']}-H | {DISPLAY[r['model']]} "
+        print(f"| {r['env']} | {r['quality']} {r['entropy']}-H | {display_names()[r['model']]} "
               f"| {r['mean']:.2f} ± {r['std']:.2f} | {r['mean_alt']:.2f} ± {r['std_alt']:.2f} "
               f"| {r['mean_alt'] - r['mean']:+.2f} |")  # fmt: skip
     return 0

@@ -46,10 +46,11 @@ import torch
 from gymnasium.utils import seeding
 from torch.utils.flop_counter import FlopCounterMode
 
-from morl.agents import Agent
 from morl.envs import ENV_SPECS, get_spec, load_model, reset_physics
 from morl.evaluate import evaluate_agent, initial_targets
-from morl.models import build_model, is_transformer, resolve_hp
+from morl.families import family
+from morl.families.peda_agent import Agent
+from morl.families.peda_networks import build_model, is_transformer
 from morl.preferences import simplex_grid
 from morl.rollout import episode_seeds, rollout_sequential
 
@@ -93,7 +94,7 @@ class RecordingAgent:
 
 def make_agent(name: str, env_id: str) -> Agent:
     spec = get_spec(env_id)
-    hp = resolve_hp(PAPER_HP)
+    hp = family("peda").resolve_settings(PAPER_HP)
     torch.manual_seed(0)
     model = build_model(name, spec.obs_dim, spec.act_dim, spec.n_obj, hp, act_low=spec.act_low,
                         act_high=spec.act_high, max_episode_steps=spec.max_episode_steps)  # fmt: skip

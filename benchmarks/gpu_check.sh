@@ -36,8 +36,7 @@ import yaml
 sys.path.insert(0, "benchmarks")
 from synthetic import synthetic_dataset
 from morl.config import train_settings
-from morl.models import MODEL_NAMES
-from morl.training import train
+from morl.families import model_order, train
 
 steps = int(sys.argv[1])
 config = yaml.safe_load(Path("configs/paper.yaml").read_text())
@@ -47,9 +46,10 @@ print("|---|---|---|---|---|")
 failed = []
 with tempfile.TemporaryDirectory() as tmp:
     data = synthetic_dataset(Path(tmp) / "synthetic.parquet")
-    for name in MODEL_NAMES:
-        hp = dict(train_settings(config, "MO-HalfCheetah-v2", name), steps=steps, checkpoint_every=10**9,
-                  warmup_steps=min(1000, steps // 4))
+    for name in model_order():
+        hp = dict(train_settings(config, "MO-HalfCheetah-v2", name), steps=steps, checkpoint_every=10**9)
+        if "warmup_steps" in hp:
+            hp["warmup_steps"] = min(1000, steps // 4)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         curve = Path(tmp) / f"{name}.csv"

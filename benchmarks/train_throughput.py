@@ -27,9 +27,9 @@ from synthetic import synthetic_dataset  # noqa: E402
 
 from morl.config import train_settings  # noqa: E402
 from morl.data import load_dataset  # noqa: E402
-from morl.families import MODEL_ORDER, family_of, train  # noqa: E402
-from morl.models import MODEL_NAMES, build_model, is_transformer, resolve_hp, window_length  # noqa: E402
-from morl.training import batch_loss, gather_batch, make_optimizer, prepare_tensors, sample_indices  # noqa: E402
+from morl.families import family_of, model_order, train  # noqa: E402
+from morl.families.peda import batch_loss, gather_batch, make_optimizer, prepare_tensors, sample_indices  # noqa: E402
+from morl.families.peda_networks import MODEL_NAMES, build_model, is_transformer, window_length  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,14 +87,14 @@ def main(argv=None) -> int:
     print("| model | step (ms) | samples/s | batch sampling (ms) | sampling share of step |")
     print("|---|---|---|---|---|")
     for name in MODEL_NAMES:
-        hp = resolve_hp(train_settings(config, args.env, name))
+        hp = train_settings(config, args.env, name)
         data = prepare_tensors(ds, hp["return_scale"], rtg_definition=hp["returns_to_go"])
         r = time_model(name, data, ds, hp, args.dt_steps if is_transformer(name) else args.mlp_steps)
         print(f"| {name} | {r['step_ms']:.1f} | {r['samples_per_s']:.0f} | {r['sampling_ms']:.2f} "
               f"| {100 * r['sampling_share']:.1f}% |", flush=True)  # fmt: skip
     print("\n| model | updates/s | samples/s | batch |")
     print("|---|---|---|---|")
-    for name in (m for m in MODEL_ORDER if family_of(m).name != "peda"):
+    for name in (m for m in model_order() if family_of(m).name != "peda"):
         settings = dict(train_settings(config, args.env, name), steps=args.value_steps, checkpoint_every=0)
         summary = train(data_path, name, 0, settings, tmp / f"{name}.pt", device="cpu", progress=False)
         print(f"| {name} | {summary['steps_per_s']:.1f} | {summary['samples_per_s']:.0f} | {settings['batch_size']} |",

@@ -47,10 +47,8 @@ from morl.metrics import cardinality, eum, hypervolume, igd, pareto_front, retur
 from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
 from morl.progress import log
 from morl.tables import (
-    DISPLAY,  # noqa: F401 (re-exported)
     HV,
     MISSING,  # noqa: F401 (re-exported)
-    MODEL_ORDER,  # noqa: F401 (re-exported)
     SP,
     cell_stats,
     comparison_long,

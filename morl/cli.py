@@ -97,12 +97,12 @@ def cmd_train(args) -> int:
 
     config = load_config(args.config)
     env_id = read_meta(args.dataset)["env_id"]
-    hp = train_settings(config, env_id, args.model)
+    settings = train_settings(config, env_id, args.model)
     summary = train(
         args.dataset,
         args.model,
         args.seed,
-        hp,
+        settings,
         args.output,
         curve_path=args.curve,
         device=args.device,
@@ -223,7 +223,7 @@ def _output_dir(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from morl.families import MODEL_ORDER
+    from morl.families import model_order
 
     p = argparse.ArgumentParser(prog="morl", description=__doc__)
     p.add_argument("--debug", action="store_true", help="show the traceback of an expected error too "
@@ -284,20 +284,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
     sp.add_argument("--dataset", required=True)
-    sp.add_argument("--model", required=True, choices=MODEL_ORDER)
+    sp.add_argument("--model", required=True, choices=model_order())
     sp.add_argument("--seed", type=_seed, default=0)
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--curve", default=None, type=_output_file)
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
     sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset (for the state "
-                    "statistics under train.statistics_from: expert-high)")  # fmt: skip
+                    "statistics under train.peda.statistics_from: expert-high)")  # fmt: skip
 
     sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset the model was "
-                    "trained with (for the target-return regression under train.statistics_from: "
+                    "trained with (for the target-return regression under train.peda.statistics_from: "
                     "expert-high)")  # fmt: skip
     sp.add_argument(
         "--workers",

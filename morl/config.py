@@ -3,7 +3,7 @@
 Every config is checked against ``schemas/config.schema.yaml`` plus the checks a schema cannot
 express (environment ids must be registered; ``statistics_from: expert-high`` needs each env's
 expert-high dataset). Errors name the file and the key, e.g.
-``configs/x.yaml: train.steps: 0 is less than the minimum of 1``. A Snakemake run uses exactly one
+``configs/x.yaml: train.peda.steps: 0 is less than the minimum of 1``. A Snakemake run uses exactly one
 config file (:func:`workflow_config`).
 """
 
@@ -19,8 +19,9 @@ from typing import Any
 import jsonschema
 import yaml
 
+from morl import families
 from morl.errors import InputError
-from morl.families import DISPLAY, FAMILIES, MODEL_ORDER, family_of
+from morl.families import display_names, family_of, model_order
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 
@@ -32,21 +33,25 @@ class ConfigError(InputError):
 @lru_cache(maxsize=1)
 def load_schema() -> dict:
     """The config schema: ``schemas/config.schema.yaml`` completed from the family registry (the model
-    names, and one ``train.<family>`` settings section per family, also allowed in overrides)."""
+    names, and one ``train.<family>`` settings section per family, also allowed in overrides). A
+    family whose settings the schema file describes (``$defs/<family>_settings``) gets them checked
+    key by key here; every family's are checked by its own rules when the config is validated."""
     if not SCHEMA_PATH.exists():
         raise ConfigError(f"{SCHEMA_PATH}: config schema not found (is the package installed from a checkout?)")
     with open(SCHEMA_PATH) as f:
         schema = yaml.safe_load(f)
-    schema["$defs"]["model"] = {"enum": list(MODEL_ORDER)}
+    schema["$defs"]["model"] = {"enum": list(model_order())}
     train = schema["properties"]["train"]
-    for fam in FAMILIES:
-        if fam.top_level_settings:
-            continue
-        names = ", ".join(DISPLAY[m.name] for m in fam.models)
+    names = display_names()
+    for fam in families.FAMILIES:
         section = {
             "type": "object",
-            "description": f"Settings of {names} that differ from the method paper's defaults (docs/protocol.md).",
+            "description": f"Settings of {', '.join(names[m.name] for m in fam.models)} that differ from the "
+            "defaults of their source (docs/protocol.md).",
         }
+        described = schema["$defs"].get(f"{fam.name}_settings")
+        if described is not None:
+            section.update(additionalProperties=False, properties=described)
         train["properties"][fam.name] = section
         train["properties"]["overrides"]["items"]["properties"][fam.name] = section
     return schema
@@ -76,8 +81,7 @@ SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc
 
 
 def _setting_keys(section: str) -> tuple[str, ...]:
-    """The keys an override may set in ``section`` ("train" or "behavior"), as the schema lists them
-    (for ``train``: the PEDA models' settings; the other families' sit in ``train.<family>``)."""
+    """The keys an override of ``section`` (``behavior``) may set, as the schema lists them."""
     return tuple(load_schema()["$defs"][f"{section}_settings"])
 
 
@@ -138,6 +142,7 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     """
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: the config must be a mapping of keys to values, got {type(config).__name__}")
+    _refuse_old_train_keys(config, source)
     validator = _StrictValidator(load_schema())
     errors = sorted(
         validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
@@ -165,16 +170,16 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
             raise ConfigError(f"{source}: imported_datasets[{i}].path: {imp['path']} is not a file (looked for it "
                               f"from {Path.cwd()}); an import that is not there would leave the cell to earlier "
                               "outputs")  # fmt: skip
-    for i, ov in enumerate(config["train"]["overrides"]):
+    for i, ov in enumerate(config["train"].get("overrides") or []):
         for env_id in ov.get("envs", []):
             check_env(env_id, f"train.overrides[{i}].envs", source)
         _check_override_targets(ov, f"train.overrides[{i}]", source)
-    for fam in FAMILIES:
-        if not fam.top_level_settings and config["train"].get(fam.name):
+    for fam in families.FAMILIES:
+        if config["train"].get(fam.name):
             try:
-                fam.load().resolve_settings(config["train"][fam.name])
+                fam.resolve_settings(config["train"][fam.name])
             except InputError as exc:
-                raise ConfigError(f"{source}: train.{fam.name}: {exc}") from None
+                raise ConfigError(f"{source}: {exc}") from None
     for i, ov in enumerate(config["behavior"].get("overrides", [])):
         for j, env_id in enumerate(ov["envs"]):
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
@@ -195,47 +200,66 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         raise ConfigError(f"{source}: {exc}") from None
     if set(config.get("coverages", ["complete"])) - {"complete"}:
         leaky = [(e, m) for e in config["envs"] for m in config["models"]
-                 if family_of(m).top_level_settings and train_settings(config, e, m)["statistics_from"] == "expert-high"]  # fmt: skip
+                 if "returns_to_go" in families.definitions_of(m)
+                 and train_settings(config, e, m)["statistics_from"] == "expert-high"]  # fmt: skip
         if leaky:
             e, m = leaky[0]
             raise ConfigError(
-                f"{source}: coverages: a coverage variant holds preferences out of the data, but train.statistics_from "
+                f"{source}: coverages: a coverage variant holds preferences out of the data, but "
+                f"train.{family_of(m).name}.statistics_from "
                 f"is expert-high (e.g. for {m} on {e}): the initial targets would come from a regression on the complete "
-                "expert-high data, held-out preferences included; set train.statistics_from: dataset"
+                f"expert-high data, held-out preferences included; set train.{family_of(m).name}.statistics_from: dataset"
             )
     divisions = config["evaluate"]["divisions"]
     if divisions is not None:
         _check_grid_size(config, divisions, source)
     in_grid = "expert" in config["qualities"] and "high" in config["entropies"]
-    missing = [
-        f"{env_id} expert-high"
+    needing = [
+        (env_id, m)
         for env_id in config["envs"]
-        if not in_grid
-        and (env_id, "expert", "high") not in imported_datasets(config)
-        and any(reference_cell(config, env_id, m) for m in config["models"])
+        if not in_grid and (env_id, "expert", "high") not in imported_datasets(config)
+        for m in config["models"]
+        if reference_cell(config, env_id, m)
     ]
-    if missing:
+    if needing:
+        missing = ", ".join(dict.fromkeys(f"{e} expert-high" for e, _ in needing))
+        key = f"train.{family_of(needing[0][1]).name}.statistics_from"
         raise ConfigError(
-            f"{source}: train.statistics_from: 'expert-high' takes the state statistics and the target regression "
-            f"of every dataset of an env from its expert-high dataset, and this config has no {', '.join(missing)}; "
-            "add expert to qualities and high to entropies, name that cell in imported_datasets, or set "
-            "train.statistics_from: dataset"
+            f"{source}: {key}: 'expert-high' takes the state statistics and the target regression of every dataset "
+            f"of an env from its expert-high dataset, and this config has no {missing}; add expert to qualities and "
+            f"high to entropies, name that cell in imported_datasets, or set {key}: dataset"
         )
     return config
 
 
+def _refuse_old_train_keys(config: dict[str, Any], source) -> None:
+    """A config written before every family had its own ``train.<family>`` section: PEDA's settings
+    at the top of ``train`` or of an override are refused, naming the first key and where it goes."""
+    train = config.get("train")
+    if not isinstance(train, dict):
+        return
+    peda_keys = set(load_schema()["$defs"].get("peda_settings", {}))
+    old = [k for k in train if k in peda_keys]
+    if old:
+        raise ConfigError(
+            f"{source}: train.{old[0]}: the settings of PEDA's models now sit in their family's section, "
+            f"train.peda (as every family's: train.<family>); move {', '.join(old)} under train.peda"
+        )
+    for i, ov in enumerate(train.get("overrides") or []):
+        old = [k for k in ov if k in peda_keys] if isinstance(ov, dict) else []
+        if old:
+            raise ConfigError(
+                f"{source}: train.overrides[{i}].{old[0]}: an override sets a family's settings under its name, "
+                f"e.g. {{models: [dt, dt-p], peda: {{{old[0]}: ...}}}}; move {', '.join(old)} under peda"
+            )
+
+
 def _check_override_targets(ov: dict[str, Any], where: str, source) -> None:
     """Refuse an override that sets settings none of its models read (they would be ignored)."""
-    models = ov.get("models", MODEL_ORDER)
-    families = {family_of(m).name for m in models}
-    peda_keys = sorted(set(ov) & set(_setting_keys("train")))
-    if peda_keys and not any(f.top_level_settings and f.name in families for f in FAMILIES):
-        raise ConfigError(
-            f"{source}: {where}: sets {', '.join(peda_keys)}, which only PEDA's models read, but its "
-            f"models are {', '.join(models)}; put them under the family's key instead"
-        )
-    for fam in FAMILIES:
-        if fam.name in ov and fam.name not in families:
+    models = ov.get("models", model_order())
+    names = {family_of(m).name for m in models}
+    for fam in families.FAMILIES:
+        if fam.name in ov and fam.name not in names:
             raise ConfigError(
                 f"{source}: {where}.{fam.name}: none of its models ({', '.join(models)}) is a "
                 f"{fam.name} model ({', '.join(m.name for m in fam.models)})"
@@ -244,27 +268,11 @@ def _check_override_targets(ov: dict[str, Any], where: str, source) -> None:
 
 def _check_train_settings(config: dict[str, Any], env_id: str, model: str, source) -> None:
     """The settings of one (env, model) cell, resolved and checked; ConfigError naming the key."""
-    fam = family_of(model)
-    if not fam.top_level_settings:
-        try:
-            train_settings(config, env_id, model)
-        except InputError as exc:
-            raise ConfigError(
-                f"{source}: train.{fam.name} (or an override of it, for {model} on {env_id}): {exc}"
-            ) from None
-        return
-    hp = train_settings(config, env_id, model)
-    if hp["embed_dim"] % hp["n_head"]:
-        raise ConfigError(
-            f"{source}: train.embed_dim: {hp['embed_dim']} is not divisible by train.n_head: {hp['n_head']} "
-            f"(for {model} on {env_id}); each attention head takes an equal share of the embedding"
-        )
-    if hp["eval_context_length"] > hp["context_length"]:
-        raise ConfigError(
-            f"{source}: train.eval_context_length: {hp['eval_context_length']} is greater than "
-            f"train.context_length: {hp['context_length']} (for {model} on {env_id}); a model is "
-            "evaluated on at most the context it was trained on"
-        )
+    try:
+        train_settings(config, env_id, model)
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc} (train.{family_of(model).name} with its overrides, for {model} on "
+                          f"{env_id})") from None  # fmt: skip
 
 
 #: The most points an evaluation grid may have (the protocol's grids have 501 and 325).
@@ -354,30 +362,16 @@ def imported_datasets(config: dict[str, Any]) -> dict[tuple[str, str, str], str]
 
 
 def train_settings(config: dict[str, Any], env_id: str, model: str) -> dict[str, Any]:
-    """Training settings for one (env, model) cell: the defaults with matching overrides applied.
-
-    PEDA's models read the top-level ``train`` keys. Every other family reads ``train.<family>``
-    (only what differs from its paper's defaults) and the ``<family>`` mappings of the matching
-    overrides, and gets its full settings back, defaults filled in and checked.
-    """
+    """Training settings for one (env, model) cell: the model's family's section ``train.<family>``
+    (only what differs from the family's defaults) with the ``<family>`` mappings of the matching
+    overrides laid over it in order, defaults filled in and checked."""
     train = config["train"]
     fam = family_of(model)
-
-    def matches(ov):
-        return env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model])
-
-    if fam.top_level_settings:
-        keys = _setting_keys("train")
-        hp = {k: copy.deepcopy(train[k]) for k in keys}
-        for ov in train["overrides"]:
-            if matches(ov):
-                hp.update({k: v for k, v in ov.items() if k in keys})
-        return hp
-    hp = copy.deepcopy(train.get(fam.name) or {})
-    for ov in train["overrides"]:
-        if matches(ov):
-            hp.update(copy.deepcopy(ov.get(fam.name) or {}))
-    return fam.load().resolve_settings(hp)
+    values = copy.deepcopy(train.get(fam.name) or {})
+    for ov in train.get("overrides") or []:
+        if env_id in ov.get("envs", [env_id]) and model in ov.get("models", [model]):
+            values.update(copy.deepcopy(ov.get(fam.name) or {}))
+    return fam.resolve_settings(values)
 
 
 def reference_cell(config: dict[str, Any], env_id: str, model: str) -> tuple[str, str, str] | None:
@@ -391,8 +385,8 @@ def reference_cell(config: dict[str, Any], env_id: str, model: str) -> tuple[str
 def training_definitions(config: dict[str, Any], env_id: str, model: str) -> dict[str, str]:
     """The training definitions of one (env, model) cell, which its checkpoints record: for PEDA's
     models ``returns_to_go`` and ``statistics_from``, for the value-based ones ``statistics_from``."""
-    hp = train_settings(config, env_id, model)
-    return {k: hp[k] for k in family_of(model).load().DEFINITIONS}
+    settings = train_settings(config, env_id, model)
+    return {k: settings[k] for k in families.definitions_of(model)}
 
 
 def coverage_settings(config: dict[str, Any]) -> dict[str, Any]:

@@ -52,11 +52,13 @@ from morl.data import (
 )
 from morl.envs import get_spec
 from morl.errors import InputError
+from morl.families import load_agent
 from morl.metrics import front_at, hypervolume, mean_utility, pareto_front, ratio_deviation, sparsity
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
 from morl.rollout import BehaviorAgent, Controller, episode_seeds, rollout, rollout_sequential
 from morl.runtime import torch_threads
+from morl.trainer import load_reference, resolve_reference
 
 
 class ConstantAgent:
@@ -302,9 +304,6 @@ def evaluate_checkpoint(
     ``data_front_return``, the complete data's front at that preference (:func:`morl.metrics.front_at`),
     from which the tables compute the return deviation on the held-out points.
     """
-    from morl.families import load_agent
-    from morl.training import load_reference, resolve_reference
-
     ds = load_dataset(dataset, expect_env=expect_env)
     ds_meta = ds.meta
     agent = load_agent(checkpoint, definitions=definitions)
@@ -350,7 +349,7 @@ def evaluate_checkpoint(
         "target_regression": coef.tolist(),
         # what the run was trained with (its seed apart), so that runs of one cell can be checked to
         # differ in their seed only
-        "train_settings": _result_settings(trained.get("hp")),
+        "train_settings": _result_settings(trained.get("settings")),
     }
     if coverage is not None:
         meta["coverage"] = coverage[0]["coverage"]
@@ -370,10 +369,10 @@ def evaluate_checkpoint(
 NON_RESULT_SETTINGS = ("checkpoint_every",)
 
 
-def _result_settings(hp: dict | None) -> dict | None:
-    if not isinstance(hp, dict):
+def _result_settings(settings: dict | None) -> dict | None:
+    if not isinstance(settings, dict):
         return None
-    return {k: v for k, v in sorted(hp.items()) if k not in NON_RESULT_SETTINGS}
+    return {k: v for k, v in sorted(settings.items()) if k not in NON_RESULT_SETTINGS}
 
 
 def evaluate_behavior(

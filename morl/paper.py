@@ -13,7 +13,7 @@ cell, and for models it does not report.
 
 from __future__ import annotations
 
-from morl.families import DISPLAY
+from morl.families import display_names
 
 #: Divide a raw HV / SP by these to get the paper's units.
 HV_UNITS = {"MO-Ant-v2": 1e6, "MO-HalfCheetah-v2": 1e6, "MO-Walker2d-v2": 1e6, "MO-Hopper-v2": 1e7,
@@ -24,7 +24,7 @@ SP_UNITS = {"MO-Ant-v2": 1e4, "MO-HalfCheetah-v2": 1e4, "MO-Walker2d-v2": 1e4, "
 # The paper's short env names -> our env ids.
 _ENV_IDS = {"Ant": "MO-Ant-v2", "HalfCheetah": "MO-HalfCheetah-v2", "Hopper-v2": "MO-Hopper-v2",
             "Hopper-v3": "MO-Hopper-v3", "Swimmer": "MO-Swimmer-v2", "Walker2d": "MO-Walker2d-v2"}  # fmt: skip
-_MODELS = {display: name for name, display in DISPLAY.items()}
+_MODELS = {display: name for name, display in display_names().items()}
 
 # The paper's HV (High-H), mean +- std over seeds, paper units.
 _HV_TABLE = """

@@ -23,9 +23,9 @@ import numpy as np
 import polars as pl
 
 from morl.data import atomic_write
-from morl.families import COLORS  # one color per column of the tables, the same in every figure
+from morl.families import colors
 from morl.metrics import pareto_front
-from morl.tables import DISPLAY, model_order
+from morl.tables import display_name, model_order
 
 OBJECTIVE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple")
 
@@ -80,11 +80,11 @@ def pareto_figure(title: str, model_points: Mapping[str, Sequence[np.ndarray]], 
     for ax, (i, j) in zip(axes[0], pairs):
         for name, runs in series:
             pts = np.concatenate(runs)
-            color = COLORS.get(name, "gray")
+            color = colors().get(name, "gray")
             front = pareto_front(pts)
             front = front[np.argsort(front[:, i])]
             ax.scatter(pts[:, i], pts[:, j], s=7, alpha=0.25, color=color, linewidths=0)
-            style = dict(color=color, label=f"{DISPLAY.get(name, name)} ({len(front)} non-dominated)")
+            style = dict(color=color, label=f"{display_name(name)} ({len(front)} non-dominated)")
             if name == "B":
                 ax.plot(front[:, i], front[:, j], "-" if n_obj == 2 else "", marker="s", ms=4, lw=1.6, zorder=3,
                         **style)  # fmt: skip
@@ -139,7 +139,7 @@ def preference_figure(title: str, model_runs: Mapping[str, Sequence[tuple[np.nda
                        linewidths=0, label=names[k])  # fmt: skip
         deviation = float(np.mean(np.linalg.norm(ratio - w, axis=1))) if len(w) else float("nan")
         dropped = int((~ok).sum())
-        ax.set_title(f"{DISPLAY.get(model, model)}  ratio dev. {deviation:.3f}"
+        ax.set_title(f"{display_name(model)}  ratio dev. {deviation:.3f}"
                      + (f"  ({dropped} pts w/o ratio)" if dropped else ""), fontsize=9)  # fmt: skip
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
@@ -181,16 +181,16 @@ def hv_bars_figure(title: str, stats: pl.DataFrame, unit_label: str):
             heights = [r["mean"] if r else np.nan for r in rows]
             errs = [r["std"] if r and r["n"] > 1 else 0.0 for r in rows]
             bars = ax.bar(x - 0.4 + width * (k + 0.5), heights, width, yerr=errs, capsize=2,
-                          color=COLORS.get(m, "gray"), alpha=0.55 if m == "B" else 0.9,
+                          color=colors().get(m, "gray"), alpha=0.55 if m == "B" else 0.9,
                           hatch="//" if m == "B" else None, edgecolor="black", linewidth=0.4,
-                          error_kw={"elinewidth": 0.8}, label=DISPLAY.get(m, m))  # fmt: skip
+                          error_kw={"elinewidth": 0.8}, label=display_name(m))  # fmt: skip
             handles.setdefault(m, bars)
         ax.set_xticks(x, [f"{h}-H" for h in entropies])
         ax.set_title(f"{q} data", fontsize=10)
         ax.set_xlabel("preference entropy of the dataset")
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel(f"HV (×{unit_label})")
-    fig.legend([handles[m] for m in columns], [DISPLAY.get(m, m) for m in columns], fontsize=8, loc="center right")
+    fig.legend([handles[m] for m in columns], [display_name(m) for m in columns], fontsize=8, loc="center right")
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 1 - 1.3 / fig.get_figwidth(), 1))
     return fig
@@ -215,9 +215,9 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
             .sort("step")
         )
         step = agg["step"].to_numpy()
-        color = COLORS.get(m, "gray")
+        color = colors().get(m, "gray")
         ax.plot(step, agg["mean"].to_numpy(), color=color, lw=1.4,
-                label=f"{DISPLAY.get(m, m)} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")  # fmt: skip
+                label=f"{display_name(m)} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")  # fmt: skip
         if len(runs) > 1:
             ax.fill_between(step, agg["lo"].to_numpy(), agg["hi"].to_numpy(), color=color, alpha=0.2, lw=0)
     ax.set_yscale("log")
@@ -238,10 +238,10 @@ def _interval_rows(ax, frame: pl.DataFrame, xlabel: str) -> None:
     row = {r["model"]: r for r in frame.iter_rows(named=True)}
     for k, m in enumerate(reversed(models)):
         r = row[m]
-        ax.plot([r["ci_low"], r["ci_high"]], [k, k], color=COLORS.get(m, "gray"), lw=6, alpha=0.5,
+        ax.plot([r["ci_low"], r["ci_high"]], [k, k], color=colors().get(m, "gray"), lw=6, alpha=0.5,
                 solid_capstyle="butt")  # fmt: skip
         ax.plot([r["iqm"]], [k], "|", color="black", ms=14, mew=2)
-    ax.set_yticks(range(len(models)), [DISPLAY.get(m, m) for m in reversed(models)])
+    ax.set_yticks(range(len(models)), [display_name(m) for m in reversed(models)])
     ax.axvline(1.0, color="gray", ls="--", lw=1)
     ax.set_xlabel(xlabel)
     ax.grid(axis="x", alpha=0.3)
@@ -271,14 +271,14 @@ def generalisation_figure(frame: pl.DataFrame):
     for ax, kind in zip(axes[0], kinds, strict=True):
         part = frame.filter(pl.col("coverage") == kind)
         for k, m in enumerate(reversed(models)):
-            for data, dy, color in (("complete", 0.17, "gray"), ("variant", -0.17, COLORS.get(m, "gray"))):
+            for data, dy, color in (("complete", 0.17, "gray"), ("variant", -0.17, colors().get(m, "gray"))):
                 r = part.filter((pl.col("model") == m) & (pl.col("data") == data))
                 if not len(r):
                     continue
                 ax.plot([r["ci_low"][0], r["ci_high"][0]], [k + dy, k + dy], color=color, lw=5, alpha=0.6,
                         solid_capstyle="butt")  # fmt: skip
                 ax.plot([r["iqm"][0]], [k + dy], "|", color="black", ms=10, mew=2)
-        ax.set_yticks(range(len(models)), [DISPLAY.get(m, m) for m in reversed(models)])
+        ax.set_yticks(range(len(models)), [display_name(m) for m in reversed(models)])
         ax.set_xlabel("held-out HV / B (gray: complete data; color: variant)")
         ax.set_title(f"{kind}: IQM over {part['n_rows'][0]} rows × {part['n_seeds'][0]} seeds", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
@@ -303,7 +303,7 @@ def improvement_figure(improvement: pl.DataFrame):
     image = ax.imshow(grid, cmap="RdBu", vmin=0.0, vmax=1.0)
     for (i, j), text in labels.items():
         ax.text(j, i, text, ha="center", va="center", fontsize=7)
-    names = [DISPLAY.get(m, m) for m in models]
+    names = [display_name(m) for m in models]
     ax.set_xticks(range(len(models)), names, rotation=45, ha="right")
     ax.set_yticks(range(len(models)), names)
     ax.set_xlabel("Y")

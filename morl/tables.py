@@ -27,22 +27,22 @@ import numpy as np
 import polars as pl
 
 from morl.collect import QUALITIES
-from morl.families import DISPLAY, MODEL_ORDER
+from morl.families import display_names
+from morl.families import model_order as registry_order
 from morl.paper import HV_UNITS, PUBLISHED_ENTROPY, SP_UNITS, published_fraction, published_hv
 from morl.preferences import ENTROPY_LEVELS
-
-# MODEL_ORDER: the tables' column order after B, DISPLAY: the column titles (morl.families).
 
 
 def model_order(models: Iterable[str]) -> list[str]:
     """``models`` in the paper's column order, then any model that order does not list, by name:
     a model that was evaluated always gets a column."""
     present = set(models)
-    return [m for m in MODEL_ORDER if m in present] + sorted(present - set(MODEL_ORDER))
+    order = registry_order()
+    return [m for m in order if m in present] + sorted(present - set(order))
 
 
 def display_name(model: str) -> str:
-    return DISPLAY.get(model, model)
+    return display_names().get(model, model)
 
 
 MISSING = "—"
@@ -122,7 +122,7 @@ def sort_datasets(datasets: Iterable[Dataset]) -> list[Dataset]:
 def ordered_models(models: Iterable[str] | None, metrics: pl.DataFrame) -> list[str]:
     """Models in the paper's column order: those asked for, else those evaluated, else every registered one."""
     chosen = set(models) if models is not None else set(metrics["model"].to_list())
-    return model_order(chosen) or list(MODEL_ORDER)
+    return model_order(chosen) or list(registry_order())
 
 
 # Characters LaTeX treats specially, and the non-ASCII ones our tables use.

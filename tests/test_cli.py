@@ -29,7 +29,7 @@ def test_bad_config_exit_code_and_message(tmp_path, capsys, config):
 
 
 def test_stages_chain_through_the_cli(tmp_path, config, tiny_policy):
-    config["train"].update(steps=8, checkpoint_every=4)
+    config["train"]["peda"].update(steps=8, checkpoint_every=4)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(config))
     data = tmp_path / "d.parquet"
@@ -57,7 +57,7 @@ def test_console_script_is_installed():
 def test_reference_dataset_option_and_definition_mismatch(tmp_path, config, tiny_policy, capsys):
     """Under statistics_from: expert-high, train and evaluate an amateur dataset with the expert-high
     one as --reference-dataset; evaluating under a config that says otherwise is refused."""
-    config["train"].update(steps=4, checkpoint_every=4, statistics_from="expert-high")
+    config["train"]["peda"].update(steps=4, checkpoint_every=4, statistics_from="expert-high")
     config.update(envs=["MO-HalfCheetah-v2"], qualities=["expert", "amateur"], entropies=["high"])
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -75,7 +75,7 @@ def test_reference_dataset_option_and_definition_mismatch(tmp_path, config, tiny
     evaluate = ["evaluate", "--checkpoint", str(ckpt), "--dataset", str(data["amateur"]), "--output", str(ev), *ref]
     assert main([*evaluate, *c]) == 0
     assert read_evaluation(ev)[0]["statistics_from"] == "expert-high"
-    config["train"]["returns_to_go"] = "weighted"
+    config["train"]["peda"]["returns_to_go"] = "weighted"
     (tmp_path / "w.yaml").write_text(yaml.safe_dump(config))
     assert main([*evaluate, "--config", str(tmp_path / "w.yaml")]) == 2
     err = capsys.readouterr().err
@@ -85,7 +85,7 @@ def test_reference_dataset_option_and_definition_mismatch(tmp_path, config, tiny
 def test_evaluating_a_model_on_another_env_s_dataset_is_refused(tmp_path, config, tiny_dataset, write_copy, capsys):
     """A MO-HalfCheetah-v2 model and a MO-Walker2d-v2 dataset have the same observation, action and
     objective sizes; nothing would fail but the label of the result."""
-    config["train"].update(steps=4, checkpoint_every=4)
+    config["train"]["peda"].update(steps=4, checkpoint_every=4)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(config))
     ckpt, ev = tmp_path / "m.pt", tmp_path / "e.parquet"
@@ -166,7 +166,7 @@ def test_a_full_disk_names_the_file_that_was_not_written(tmp_path, config, tiny_
         f = real_open(file, mode, *args, **kwargs)
         return FullDisk(f) if "w" in mode and str(file).endswith(".tmp") else f
 
-    config["train"].update(steps=4, checkpoint_every=2)
+    config["train"]["peda"].update(steps=4, checkpoint_every=2)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(config))
     out = tmp_path / "run" / "model.pt"

@@ -26,17 +26,17 @@ def test_shipped_configs_are_valid(name):
         (lambda c: c.update(models=["bc", "ppo"]), "models[1]: 'ppo' is not one of"),
         (lambda c: c["qualities"].append("novice"), "qualities[1]: 'novice' is not one of"),
         (lambda c: c["collect"].update(n_trajectories=0), "collect.n_trajectories: 0 is less than the minimum of 1"),
-        (lambda c: c["train"].update(steps=-5), "train.steps: -5 is less than the minimum of 1"),
+        (lambda c: c["train"]["peda"].update(steps=-5), "train.peda.steps: -5 is less than the minimum of 1"),
         (lambda c: c["behavior"].update(n_envs=0), "behavior.n_envs"),
-        (lambda c: c["train"].pop("batch_size"), "missing required key train.batch_size"),
+        (lambda c: c["train"].update(peda=[1]), "train.peda: [1] has the wrong type; expected object"),
         (lambda c: c.pop("seeds"), "missing required key seeds"),
-        (lambda c: c["train"].update(lr="fast"), "train.lr: 'fast' has the wrong type"),
+        (lambda c: c["train"]["peda"].update(lr="fast"), "train.peda.lr: 'fast' has the wrong type"),
         (lambda c: c["collect"].update(batch_size=2.5), "collect.batch_size: 2.5 has the wrong type"),
         (lambda c: c["evaluate"].update(episodes=0), "evaluate.episodes"),
         (lambda c: c.update(envs=[]), "envs: [] should be non-empty"),
-        (lambda c: c["train"].update(stepz=10), "unknown key train.stepz"),
+        (lambda c: c["train"]["peda"].update(stepz=10), "unknown key train.peda.stepz"),
         (
-            lambda c: c["train"]["overrides"].append({"models": ["dt"], "envs": ["MO-Foo-v1"], "steps": 3}),
+            lambda c: c["train"]["overrides"].append({"models": ["dt"], "envs": ["MO-Foo-v1"], "peda": {"steps": 3}}),
             "train.overrides[0].envs: unknown environment 'MO-Foo-v1'",
         ),
         (
@@ -56,20 +56,23 @@ def test_shipped_configs_are_valid(name):
             "missing required key behavior.overrides[0].envs",
         ),
         (
-            lambda c: c["train"].update(returns_to_go="discounted"),
-            "train.returns_to_go: 'discounted' is not one of peda, weighted",
+            lambda c: c["train"]["peda"].update(returns_to_go="discounted"),
+            "train.peda.returns_to_go: 'discounted' is not one of peda, weighted",
         ),
         (
-            lambda c: c["train"].update(statistics_from="per-env"),
-            "train.statistics_from: 'per-env' is not one of expert-high, dataset",
+            lambda c: c["train"]["peda"].update(statistics_from="per-env"),
+            "train.peda.statistics_from: 'per-env' is not one of expert-high, dataset",
         ),
         (
-            lambda c: c["train"]["overrides"].append({"models": ["dt"], "returns_to_go": "raw"}),
-            "train.overrides[0].returns_to_go: 'raw' is not one of peda, weighted",
+            lambda c: c["train"]["overrides"].append({"models": ["dt"], "peda": {"returns_to_go": "raw"}}),
+            "train.overrides[0].peda.returns_to_go: 'raw' is not one of peda, weighted",
         ),
-        (lambda c: c["train"].pop("statistics_from"), "missing required key train.statistics_from"),
+        (lambda c: c["train"].update(sac={}), "unknown key train.sac"),
         # sizes and seeds a job could not allocate or would overflow on (a typo's extra zeros)
-        (lambda c: c["train"].update(batch_size=10**12), "train.batch_size: 1000000000000 is greater than the maximum"),
+        (
+            lambda c: c["train"]["peda"].update(batch_size=10**12),
+            "train.peda.batch_size: 1000000000000 is greater than the maximum",
+        ),
         (
             lambda c: c["behavior"].update(batch_size=10**9),
             "behavior.batch_size: 1000000000 is greater than the maximum",
@@ -82,30 +85,40 @@ def test_shipped_configs_are_valid(name):
             lambda c: c["collect"].update(seed=2**31),
             "collect.seed: 2147483648 is greater than the maximum of 2147483647",
         ),
-        (lambda c: c["train"].update(hidden=10**6), "train.hidden: 1000000 is greater than the maximum of 16384"),
+        (
+            lambda c: c["train"]["peda"].update(hidden=10**6),
+            "train.peda.hidden: 1000000 is greater than the maximum of 16384",
+        ),
         (lambda c: c["collect"].update(n_trajectories=10**12), "collect.n_trajectories: 1000000000000 is greater"),
         (lambda c: c["behavior"].update(buffer_size=10**10), "behavior.buffer_size: 10000000000 is greater"),
         (
             lambda c: c["evaluate"].update(divisions=5_000),
             "evaluate.divisions: 5000 divisions give 12,507,501 preference points for MO-Hopper-v3",
         ),
-        (lambda c: c["train"].update(n_head=3), "train.embed_dim: 16 is not divisible by train.n_head: 3"),
+        (lambda c: c["train"]["peda"].update(n_head=3), "train.peda: embed_dim (16) must be divisible by n_head (3)"),
         # an evaluation context longer than the training context, set directly or by an override
         (
-            lambda c: c["train"].update(context_length=5, eval_context_length=8),
-            "train.eval_context_length: 8 is greater than train.context_length: 5 (for bc on MO-HalfCheetah-v2)",
+            lambda c: c["train"]["peda"].update(context_length=5, eval_context_length=8),
+            "train.peda: eval_context_length (8) must be at most context_length (5)",
         ),
         (
-            lambda c: c["train"]["overrides"].append({"models": ["dt-p"], "eval_context_length": 10**4}),
-            "train.eval_context_length: 10000 is greater than train.context_length: 5 (for dt-p on MO-HalfCheetah-v2)",
+            lambda c: c["train"]["overrides"].append({"models": ["dt-p"], "peda": {"eval_context_length": 10**4}}),
+            "eval_context_length (10000) must be at most context_length (5): a model is evaluated on at most the "
+            "context it was trained on (train.peda with its overrides, for dt-p on MO-HalfCheetah-v2)",
         ),
         # what YAML reads but no job can use: non-finite numbers, a float seed, an overflowing rate
         (lambda c: c["behavior"].update(lr=float("nan")), "behavior.lr: nan is not a finite number"),
         (lambda c: c["behavior"].update(gamma=float("inf")), "behavior.gamma: inf is not a finite number"),
-        (lambda c: c["train"].update(weight_decay=float("-inf")), "train.weight_decay: -inf is not a finite number"),
+        (
+            lambda c: c["train"]["peda"].update(weight_decay=float("-inf")),
+            "train.peda.weight_decay: -inf is not a finite number",
+        ),
         (lambda c: c.update(seeds=[0, 1.0]), "seeds[1]: 1.0 must be written as an integer (1)"),
         (lambda c: c["collect"].update(seed=3.0), "collect.seed: 3.0 must be written as an integer (3)"),
-        (lambda c: c["train"].update(lr=1e12), "train.lr: 1000000000000.0 is greater than the maximum of 1"),
+        (
+            lambda c: c["train"]["peda"].update(lr=1e12),
+            "train.peda.lr: 1000000000000.0 is greater than the maximum of 1",
+        ),
         (lambda c: c["behavior"].update(lr=2.0), "behavior.lr: 2.0 is greater than the maximum of 1"),
         (lambda c: c.update(results_dir="/"), "results_dir: '/' is /, a system folder"),
         (lambda c: c.update(results_dir="/usr/../etc"), "results_dir: '/usr/../etc' is /etc, a system folder"),
@@ -231,14 +244,14 @@ def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config, t
     imported = tmp_path / "x.parquet"
     imported.touch()  # an imported file must exist (its contents are checked when it is read)
 
-    config["train"]["statistics_from"] = "expert-high"  # the smoke grid has only amateur-low
+    config["train"]["peda"]["statistics_from"] = "expert-high"  # the smoke grid has only amateur-low
     with pytest.raises(ConfigError) as err:
         validate_config(config, "c.yaml")
     assert str(err.value) == (
-        "c.yaml: train.statistics_from: 'expert-high' takes the state statistics and the target regression of "
+        "c.yaml: train.peda.statistics_from: 'expert-high' takes the state statistics and the target regression of "
         "every dataset of an env from its expert-high dataset, and this config has no MO-HalfCheetah-v2 "
         "expert-high, MO-Hopper-v3 expert-high; add expert to qualities and high to entropies, name that cell in "
-        "imported_datasets, or set train.statistics_from: dataset"
+        "imported_datasets, or set train.peda.statistics_from: dataset"
     )
     config["imported_datasets"] = [{"env": "MO-HalfCheetah-v2", "quality": "expert", "entropy": "high",
                                     "path": str(imported)}]  # fmt: skip
@@ -251,9 +264,11 @@ def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config, t
     validate_config(config, "c.yaml")
     # one model under expert-high through an override is enough to need the cell
     config.update(qualities=["amateur"], entropies=["low"])
-    config["train"]["statistics_from"] = "dataset"
+    config["train"]["peda"]["statistics_from"] = "dataset"
     validate_config(config, "c.yaml")
-    config["train"]["overrides"] = [{"models": ["dt"], "envs": ["MO-Hopper-v3"], "statistics_from": "expert-high"}]
+    config["train"]["overrides"] = [
+        {"models": ["dt"], "envs": ["MO-Hopper-v3"], "peda": {"statistics_from": "expert-high"}}
+    ]
     with pytest.raises(ConfigError, match="this config has no MO-Hopper-v3 expert-high;"):
         validate_config(config, "c.yaml")
     assert training_definitions(config, "MO-Hopper-v3", "dt") == {
@@ -265,18 +280,18 @@ def test_expert_high_statistics_need_the_expert_high_cell_of_every_env(config, t
 
 @pytest.mark.parametrize("name", ["config.yaml", "configs/paper.yaml"])
 def test_shipped_configs_follow_peda(name):
-    train = load_config(ROOT / name)["train"]
+    train = load_config(ROOT / name)["train"]["peda"]
     assert train["returns_to_go"] == "peda" and train["statistics_from"] == "expert-high"
 
 
 def test_coverage_variants_with_expert_high_targets_are_refused(config):
     """The target regression of expert-high statistics sees the complete data, held-out preferences included."""
     config["coverages"] = ["complete", "narrow"]
-    config["train"]["statistics_from"] = "expert-high"
+    config["train"]["peda"]["statistics_from"] = "expert-high"
     with pytest.raises(ConfigError, match="coverages: a coverage variant holds preferences out .* set "
-                       "train.statistics_from: dataset"):  # fmt: skip
+                       "train.peda.statistics_from: dataset"):  # fmt: skip
         validate_config(config)
-    config["train"]["statistics_from"] = "dataset"
+    config["train"]["peda"]["statistics_from"] = "dataset"
     assert validate_config(config) is config
 
 

@@ -284,7 +284,7 @@ def test_env_mismatch_is_named(tmp_path):
 
 def test_train_and_evaluate_pass_the_expected_env_through(tmp_path):
     from morl.evaluate import evaluate_checkpoint
-    from morl.training import train
+    from morl.families import train
 
     path = _good_file(tmp_path, "cheetah.parquet")
     with pytest.raises(DataFileError, match="cheetah.parquet: .*env mismatch"):
@@ -347,7 +347,7 @@ def test_outputs_get_the_mode_of_a_normal_write(tmp_path, umask, mode):
     from pathlib import Path
 
     from morl.data import atomic_write
-    from morl.training import write_curve
+    from morl.trainer import write_curve
 
     old = os.umask(umask)
     try:

@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 import torch
 
-from morl.agents import Agent, CheckpointError, load_agent
 from morl.behavior import BehaviorPolicy, train_behavior
 from morl.data import load_dataset
 from morl.envs import get_spec
@@ -35,10 +34,18 @@ from morl.evaluate import (
     fit_return_regression,
     read_evaluation,
 )
-from morl.models import MODEL_NAMES, build_model
+from morl.families import family, load_agent, train
+from morl.families.peda_agent import Agent
+from morl.families.peda_networks import MODEL_NAMES, build_model
 from morl.preferences import default_divisions, simplex_grid
 from morl.rollout import BehaviorAgent, episode_seeds, rollout, rollout_sequential
-from morl.training import observation_stats, train
+from morl.trainer import CheckpointError, observation_stats
+
+
+def full(settings: dict) -> dict:
+    """PEDA's settings with its defaults filled in, as the training core hands them to the networks."""
+    return family("peda").resolve_settings(settings)
+
 
 CHEETAH, HOPPER = "MO-HalfCheetah-v2", "MO-Hopper-v3"
 DIVISIONS = 4  # 5 points for 2 objectives, 15 for 3
@@ -102,7 +109,7 @@ def untrained_agent(name: str, env_id: str, seed: int = 0) -> Agent:
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = build_model(name, spec.obs_dim, spec.act_dim, spec.n_obj, TRAIN_HP,
+        model = build_model(name, spec.obs_dim, spec.act_dim, spec.n_obj, full(TRAIN_HP),
                             act_low=spec.act_low, act_high=spec.act_high,
                             max_episode_steps=spec.max_episode_steps)  # fmt: skip
     return Agent(

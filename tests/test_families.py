@@ -3,64 +3,77 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+import yaml
 from test_training import HP, make_dataset
 
 from morl import families
-from morl.cli import build_parser
+from morl.cli import build_parser, main
 from morl.config import ConfigError, load_schema, train_settings, training_definitions, validate_config
 from morl.data import write_dataset
-from morl.families import COLORS, DISPLAY, FAMILIES, MODEL_ORDER, family_of, wildcard_pattern
+from morl.families import FAMILIES, colors, display_names, family_of, model_order, wildcard_pattern
 from morl.paper import PUBLISHED_HV
-from morl.tables import model_order
+from morl.tables import model_order as table_order
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_every_family_module_answers_to_its_registry_line():
+def test_every_family_module_gives_the_training_core_what_it_reads():
     for fam in FAMILIES:
         module = fam.load()
-        assert module.NAME == fam.name
-        assert module.MODELS == {m.name: m.display for m in fam.models}
-        assert module.CHECKPOINT_FORMAT == fam.checkpoint_format
-        for name in ("Settings", "resolve_settings", "train", "load_agent", "DEFINITIONS"):
+        for name in ("Settings", "RULES", "DEFINITIONS", "prepare", "Learner", "build_agent", "FORMAT_VERSION",
+                     "READS_VERSIONS", "CHECKPOINT_KEYS"):  # fmt: skip
             assert hasattr(module, name), (fam.module, name)
         assert "statistics_from" in module.DEFINITIONS
-        defaults = module.resolve_settings({})
-        assert set(defaults) == {f for f in module.Settings.__dataclass_fields__}
+        assert module.FORMAT_VERSION in module.READS_VERSIONS
+        defaults = fam.resolve_settings({})
+        assert set(defaults) == set(module.Settings.__dataclass_fields__)
+        assert {"steps", "batch_size", "checkpoint_every", "statistics_from"} <= set(defaults)
         with pytest.raises(ValueError, match="no_such_key"):
-            module.resolve_settings({"no_such_key": 1})
+            fam.resolve_settings({"no_such_key": 1})
+
+
+@pytest.mark.parametrize("fam", FAMILIES, ids=lambda f: f.name)
+def test_every_setting_of_every_family_says_what_it_is_in_a_comment(fam):
+    source = Path(fam.load().__file__).read_text()
+    block = source.split("class Settings:", 1)[1].split("\n\n\n", 1)[0]
+    fields = [line for line in block.splitlines() if re.match(r"    \w+: \w+ = ", line)]
+    assert len(fields) == len(fam.load().Settings.__dataclass_fields__)
+    assert all("  # " in line for line in fields), [line for line in fields if "  # " not in line]
 
 
 def test_model_names_are_unique_and_every_model_has_a_display_name_and_a_color():
     names = [m.name for f in FAMILIES for m in f.models]
-    assert len(names) == len(set(names)) == len(MODEL_ORDER)
-    assert len({m.rank for f in FAMILIES for m in f.models}) == len(names)
-    assert set(DISPLAY) == set(COLORS) == {"B", *names}
-    assert len(set(COLORS.values())) == len(COLORS)
-    # the paper's own order: (P) models first, PEDA's before CQL in each group
-    assert MODEL_ORDER[:4] == ("dt-p", "rvs-p", "bc-p", "cql-p")
-    assert MODEL_ORDER.index("cql") == len(MODEL_ORDER) - 1
+    assert len(names) == len(set(names)) == len(model_order())
+    assert set(display_names()) == set(colors()) == {"B", *names}
+    assert len(set(colors().values())) == len(colors())
+    # the paper's own order, derived from the registry: (P) models first, PEDA's before CQL in each group
+    assert model_order()[:4] == ("dt-p", "rvs-p", "bc-p", "cql-p")
+    assert model_order()[6:] == ("dt", "rvs", "bc", "cql")
 
 
 def test_the_schema_the_command_line_and_the_wildcards_list_the_registry_s_models():
-    assert load_schema()["$defs"]["model"]["enum"] == list(MODEL_ORDER)
+    assert load_schema()["$defs"]["model"]["enum"] == list(model_order())
     train = next(a for a in build_parser()._subparsers._group_actions[0].choices["train"]._actions
                  if a.dest == "model")  # fmt: skip
-    assert tuple(train.choices) == MODEL_ORDER
+    assert tuple(train.choices) == model_order()
     pattern = re.compile(rf"(?:{wildcard_pattern()})")
-    assert all(pattern.fullmatch(name) for name in MODEL_ORDER)
+    assert all(pattern.fullmatch(name) for name in model_order())
     assert not any(pattern.fullmatch(name) for name in ("dt-px", "p", "cql-", "bc p", "td3bc"))
     smk = (ROOT / "rules" / "common.smk").read_text()
     assert "model=wildcard_pattern()" in smk
 
 
 def test_tables_and_the_paper_comparison_know_every_model():
-    assert model_order(["iql-p", "bc", "dt-p", "cql-p"]) == ["dt-p", "cql-p", "iql-p", "bc"]
-    assert model_order(["mystery", "dt"]) == ["dt", "mystery"]  # an unregistered model still gets a column
+    assert table_order(["iql-p", "bc", "dt-p", "cql-p"]) == ["dt-p", "cql-p", "iql-p", "bc"]
+    assert table_order(["mystery", "dt"]) == ["dt", "mystery"]  # an unregistered model still gets a column
     published = {model for (_, _, model) in PUBLISHED_HV}
     assert published == {"B", "dt-p", "rvs-p", "bc-p", "cql-p", "dt", "rvs", "bc", "cql"}
 
@@ -70,12 +83,12 @@ def test_family_settings_come_from_their_own_section_and_overrides(config):
     config["train"]["td3bc"] = {"steps": 500, "alpha": 4.0}
     config["train"]["overrides"] = [
         {"models": ["td3bc-p"], "envs": [config["envs"][0]], "td3bc": {"alpha": 1.0}},
-        {"models": ["dt-p"], "steps": 7},
+        {"models": ["dt-p"], "peda": {"steps": 7}},
     ]
     validate_config(config)
     env = config["envs"][0]
     td3 = train_settings(config, env, "td3bc-p")
-    defaults = family_of("td3bc-p").load().resolve_settings({})
+    defaults = family_of("td3bc-p").resolve_settings({})
     assert td3 == {**defaults, "steps": 500, "alpha": 1.0}
     assert train_settings(config, env, "dt-p")["steps"] == 7
     assert training_definitions(config, env, "td3bc-p") == {"statistics_from": td3["statistics_from"]}
@@ -85,17 +98,31 @@ def test_family_settings_come_from_their_own_section_and_overrides(config):
 @pytest.mark.parametrize(
     "edit, match",
     [
-        (lambda c: c["train"].update(td3bc={"alpah": 2.0}), r"train\.td3bc: .*alpah"),
-        (lambda c: c["train"].update(iql={"expectile": "high"}), r"train\.iql: .*expectile"),
+        (lambda c: c["train"].update(td3bc={"alpah": 2.0}), r"unknown setting .alpah. of train\.td3bc"),
+        (
+            lambda c: c["train"].update(iql={"expectile": "high"}),
+            r"setting .expectile. of train\.iql must be a finite number",
+        ),
         (
             lambda c: c["train"].update(overrides=[{"models": ["iql-p"], "steps": 10}]),
-            r"train\.overrides\[0\]: sets steps, which only PEDA's models read",
+            r"train\.overrides\[0\]\.steps: an override sets a family's settings under its name",
+        ),
+        (
+            lambda c: c["train"].update(overrides=[{"models": ["iql-p"], "peda": {"steps": 10}}]),
+            r"train\.overrides\[0\]\.peda: none of its models",
+        ),
+        (
+            lambda c: c["train"].update(steps=10),
+            r"train\.steps: the settings of PEDA's models now sit in .*train\.peda",
         ),
         (
             lambda c: c["train"].update(overrides=[{"models": ["dt-p"], "iql": {"steps": 10}}]),
             r"train\.overrides\[0\]\.iql: none of its models",
         ),
-        (lambda c: c["train"].update(overrides=[{"models": ["iql-p"], "iql": {"stepz": 10}}]), r"train\.iql .*stepz"),
+        (
+            lambda c: c["train"].update(overrides=[{"models": ["iql-p"], "iql": {"stepz": 10}}]),
+            r"unknown setting .stepz. of train\.iql.*\(train\.iql with its overrides, for iql-p",
+        ),
         (lambda c: c.update(models=["sac-p"]), r"models\[0\]: 'sac-p' is not one of dt-p, rvs-p"),
     ],
 )
@@ -137,10 +164,47 @@ def test_peda_models_give_the_numbers_they_gave_before_the_registry(model, tmp_p
     np.testing.assert_allclose(actions.ravel(), first_actions, atol=2e-3)
 
 
-def test_the_readme_lists_the_files_of_a_new_family():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Adding an agent family", 1)[1].split("\n## ", 1)[0]
-    for fam in FAMILIES:
-        if not fam.top_level_settings:
-            assert f"morl/families/{fam.name}.py" in section
-    assert "morl/families/__init__.py" in section
+def readme_family_example() -> tuple[str, str, list[list[str]]]:
+    """The README's example family: the module's code, the registry line and the commands."""
+    section = (ROOT / "README.md").read_text().split("## Adding an agent family", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
+    (_, module), (_, line), (_, commands) = blocks
+    return module, line.strip(), [c.split()[1:] for c in commands.strip().splitlines()]
+
+
+def test_a_new_family_is_one_module_and_one_registry_line(tmp_path, monkeypatch, tiny_dataset):
+    """The README's example, run as it stands: the module on the path, the line in the registry, and
+    a config that names only that family trains, evaluates and gets its own column and color."""
+    module, line, commands = readme_family_example()
+    (tmp_path / "mylin.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = eval(line.rstrip(","), vars(families))  # noqa: S307 (the README's own registry line)
+    monkeypatch.setattr(families, "FAMILIES", (*FAMILIES, entry))
+    load_schema.cache_clear()
+    monkeypatch.chdir(tmp_path)
+    try:
+        smoke = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+        config = {**smoke, "models": ["lin-p"], "results_dir": str(tmp_path / "results"),
+                  "train": {"lin": {"steps": 60, "checkpoint_every": 20}}}  # fmt: skip
+        (tmp_path / "lin.yaml").write_text(yaml.safe_dump(config))
+        validate_config(config)  # no peda section: the schema asks only for the families the config runs
+        shutil.copy(tiny_dataset, tmp_path / "data.parquet")
+        for argv in commands:
+            assert main(argv) == 0, argv
+        ckpt = torch.load(tmp_path / "lin.pt", weights_only=True)
+        assert ckpt["family"] == "lin" and ckpt["settings"]["steps"] == 60 and ckpt["steps"] == 60
+        assert model_order()[-1] == "cql" and "lin-p" in model_order()[: model_order().index("dt")]
+        assert colors()["lin-p"] not in {c for m, c in colors().items() if m != "lin-p"}
+        assert "Lin(P)" in (tmp_path / "tables" / "hv.md").read_text()
+    finally:
+        load_schema.cache_clear()
+
+
+def test_a_config_of_an_old_layout_is_refused_once_naming_the_key_to_move(tmp_path):
+    old = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
+    old["train"] = {**old["train"].pop("peda"), **old["train"]}
+    (tmp_path / "old.yaml").write_text(yaml.safe_dump(old))
+    result = subprocess.run([sys.executable, "-m", "morl.cli", "validate-config", str(tmp_path / "old.yaml")],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode != 0
+    assert result.stderr.count("now sit in their family's section, train.peda") == 1, result.stderr

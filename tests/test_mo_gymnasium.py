@@ -110,7 +110,7 @@ def test_every_stage_runs_on_an_mo_gymnasium_task(tmp_path, smoke_config):
     from morl.collect import collect_dataset
     from morl.data import load_dataset
     from morl.evaluate import evaluate_behavior, evaluate_checkpoint, read_evaluation
-    from morl.training import train
+    from morl.families import train
 
     env_id = "mo-hopper-v5"
     policy = tmp_path / "policy.pt"

@@ -9,18 +9,21 @@ import numpy as np
 import pytest
 import torch
 
-from morl.agents import CheckpointError, load_agent, load_checkpoint
 from morl.data import Dataset, write_dataset
-from morl.models import (
-    DISPLAY_NAMES,
-    MODEL_NAMES,
-    build_model,
-    is_bc,
-    is_transformer,
-    resolve_hp,
-    uses_preference,
-)
-from morl.training import predict, prepare_tensors, train
+from morl.families import family, load_agent, load_checkpoint, train
+from morl.families.peda import predict, prepare_tensors
+from morl.families.peda_networks import MODEL_NAMES, build_model, is_bc, is_transformer, uses_preference
+from morl.trainer import CheckpointError
+
+PEDA = family("peda")
+DISPLAY_NAMES = {m.name: m.display for m in PEDA.models}
+resolve_hp = PEDA.resolve_settings
+
+
+def full(settings: dict) -> dict:
+    """PEDA's settings with its defaults filled in, as the training core hands them to the networks."""
+    return family("peda").resolve_settings(settings)
+
 
 OBS_DIM, ACT_DIM, N_OBJ = 4, 3, 2
 ACT_LOW, ACT_HIGH = [-2.0, -1.0, 0.0], [2.0, 1.0, 4.0]
@@ -88,19 +91,19 @@ def test_names_and_display_names():
     assert [is_transformer(n) for n in MODEL_NAMES] == [True, False, False, True, False, False]
     assert [uses_preference(n) for n in MODEL_NAMES] == [True, True, True, False, False, False]
     with pytest.raises(ValueError, match="unknown model 'cql'"):
-        build_model("cql", OBS_DIM, ACT_DIM, N_OBJ, {})
+        build_model("cql", OBS_DIM, ACT_DIM, N_OBJ, full({}))
 
 
 @pytest.mark.parametrize(
     "bad, match",
     [
-        ({"hiden": 3}, "unknown hyperparameter"),
-        ({"steps": 0}, "'steps' must be >= 1"),
-        ({"batch_size": 2.5}, "'batch_size' must be an integer"),
-        ({"lr": -1.0}, "'lr' and 'return_scale' must be positive"),
-        ({"dropout": 1.0}, "'dropout' must be in"),
+        ({"hiden": 3}, "unknown setting 'hiden' of train.peda"),
+        ({"steps": 0}, "'steps' of train.peda must be >= 1"),
+        ({"batch_size": 2.5}, "'batch_size' of train.peda must be an integer"),
+        ({"lr": -1.0}, "'lr' of train.peda must be > 0"),
+        ({"dropout": 1.0}, "'dropout' of train.peda must be in"),
         ({"embed_dim": 30, "n_head": 4}, "divisible"),
-        ({"lr": "fast"}, "'lr' must be a finite number"),
+        ({"lr": "fast"}, "'lr' of train.peda must be a finite number"),
     ],
 )
 def test_resolve_hp_rejects_bad_values(bad, match):
@@ -117,7 +120,7 @@ def test_resolve_hp_fills_paper_defaults():
 
 def test_modt_feed_forward_is_a_4x_relu_mlp():
     """PEDA's GPT-2 configuration: activation_function relu, n_inner = 4 * embed_dim."""
-    model = build_model("dt", OBS_DIM, ACT_DIM, N_OBJ, {**TINY_HP, "embed_dim": 32})
+    model = build_model("dt", OBS_DIM, ACT_DIM, N_OBJ, full({**TINY_HP, "embed_dim": 32}))
     for block in model.blocks:
         assert [type(m) for m in block.mlp] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear, torch.nn.Dropout]
         assert block.mlp[0].out_features == 4 * 32
@@ -140,7 +143,7 @@ def model_inputs(name, batch=5, k=6, seed=0):
 def fresh_model(name, seed=0, **hp):
     torch.manual_seed(seed)
     model = build_model(
-        name, OBS_DIM, ACT_DIM, N_OBJ, {**TINY_HP, **hp}, act_low=ACT_LOW, act_high=ACT_HIGH, max_episode_steps=40
+        name, OBS_DIM, ACT_DIM, N_OBJ, full({**TINY_HP, **hp}), act_low=ACT_LOW, act_high=ACT_HIGH, max_episode_steps=40
     )
     return model.eval()
 
@@ -298,7 +301,7 @@ def test_agent_reproduces_training_time_predictions(name, dataset_path, tmp_path
     train(dataset_path, name, 3, hp, tmp_path / "m.pt", device="cpu", progress=False)
     ckpt = load_checkpoint(tmp_path / "m.pt")
     model = build_model(
-        name, OBS_DIM, ACT_DIM, N_OBJ, ckpt["hp"], act_low=ACT_LOW, act_high=ACT_HIGH, max_episode_steps=40
+        name, OBS_DIM, ACT_DIM, N_OBJ, ckpt["settings"], act_low=ACT_LOW, act_high=ACT_HIGH, max_episode_steps=40
     )
     model.load_state_dict(ckpt["state_dict"])
     model.eval()

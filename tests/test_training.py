@@ -9,20 +9,18 @@ import numpy as np
 import pytest
 import torch
 
-import morl.training as training
-from morl.agents import CHECKPOINT_KEYS
+import morl.trainer as training
 from morl.data import Dataset, write_dataset
-from morl.models import ActionHead, build_model
-from morl.training import (
-    action_loss,
-    batch_loss,
-    gather_batch,
-    observation_stats,
-    prepare_tensors,
-    returns_to_go,
-    sample_indices,
-    train,
-)
+from morl.families import family, peda, train
+from morl.families.peda import action_loss, batch_loss, gather_batch, prepare_tensors, returns_to_go, sample_indices
+from morl.families.peda_networks import ActionHead, build_model
+from morl.trainer import CHECKPOINT_KEYS, observation_stats
+
+
+def full(settings: dict) -> dict:
+    """PEDA's settings with its defaults filled in, as the training core hands them to the networks."""
+    return family("peda").resolve_settings(settings)
+
 
 OBS_DIM, ACT_DIM, N_OBJ = 3, 2, 2
 HP = dict(
@@ -135,8 +133,8 @@ def test_bc_is_trained_on_the_window_s_last_action():
 
 def test_bc_stacks_the_last_context_length_states():
     hp = dict(HP, context_length=4)
-    bc = build_model("bc", OBS_DIM, ACT_DIM, N_OBJ, hp)
-    bcp = build_model("bc-p", OBS_DIM, ACT_DIM, N_OBJ, hp)
+    bc = build_model("bc", OBS_DIM, ACT_DIM, N_OBJ, full(hp))
+    bcp = build_model("bc-p", OBS_DIM, ACT_DIM, N_OBJ, full(hp))
     assert bc.trunk[0].in_features == 4 * OBS_DIM and bcp.trunk[0].in_features == 4 * (OBS_DIM + N_OBJ)
     ds = make_dataset(lengths=(9,))
     batch = gather_batch(prepare_tensors(ds, return_scale=1.0), torch.tensor([2, 7]), 4)
@@ -200,7 +198,7 @@ def test_morvs_conditioning_under_each_definition(definition, expected):
     ds = hand_dataset(10)
     data = prepare_tensors(ds, return_scale=1.0, rtg_definition=definition, max_episode_steps=10)
     b = gather_batch(data, torch.tensor([1]), context_length=None)
-    rvs = build_model("rvs", 1, 1, 2, {}, max_episode_steps=10)
+    rvs = build_model("rvs", 1, 1, 2, full({}), max_episode_steps=10)
     seen = rvs.average_return_to_go(b["returns_to_go"], b["timesteps"])[0].numpy()
     np.testing.assert_allclose(seen, expected, rtol=1e-6)
 
@@ -225,11 +223,11 @@ def test_checkpoint_contents_and_curve(dataset_path, tmp_path):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["curve.csv", "dt.pt"]  # no temp files
 
     ckpt = torch.load(ckpt_path, weights_only=True)
-    assert set(CHECKPOINT_KEYS) <= set(ckpt)
+    assert set(CHECKPOINT_KEYS) | set(peda.CHECKPOINT_KEYS) <= set(ckpt)
     assert ckpt["model_name"] == "dt-p" and ckpt["display_name"] == "MODT(P)"
     assert (ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"]) == (OBS_DIM, ACT_DIM, N_OBJ)
-    assert ckpt["hp"]["context_length"] == 5 and ckpt["hp"]["eval_context_length"] == 3
-    assert ckpt["hp"]["n_head"] == 1 and ckpt["hp"]["grad_clip"] == 0.25  # filled default
+    assert ckpt["settings"]["context_length"] == 5 and ckpt["settings"]["eval_context_length"] == 3
+    assert ckpt["settings"]["n_head"] == 1 and ckpt["settings"]["grad_clip"] == 0.25  # filled default
     assert ckpt["return_scale"] == 0.01 and ckpt["max_episode_steps"] == 20
     assert ckpt["act_low"] == [-1.0, -1.0] and ckpt["act_high"] == [1.0, 1.0]
     assert ckpt["dataset_sha256"] == hashlib.sha256(dataset_path.read_bytes()).hexdigest()
@@ -271,13 +269,13 @@ def test_training_is_seeded_and_leaves_global_rng_alone(dataset_path, tmp_path):
 def test_same_inputs_and_seed_give_the_same_checkpoint_bytes(dataset_path, tmp_path, monkeypatch):
     """Final and partial checkpoints: identical files, whatever their names (their hashes are provenance)."""
     partials = []
-    real = training._save_partial
+    real = training.save_partial
 
     def save_and_keep(path, state):
         real(path, state)
         partials.append(path.read_bytes())
 
-    monkeypatch.setattr(training, "_save_partial", save_and_keep)
+    monkeypatch.setattr(training, "save_partial", save_and_keep)
     for name in ("a.pt", "b.pt"):
         train(dataset_path, "dt-p", 3, HP, tmp_path / name, device="cpu", progress=False)
     assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
@@ -291,7 +289,7 @@ class Killed(Exception):
 
 def kill_after_partial_saves(monkeypatch, n_saves):
     """Make train() die right after its n-th partial save, as a killed job would."""
-    real = training._save_partial
+    real = training.save_partial
     calls = {"n": 0}
 
     def save_then_die(path, state):
@@ -300,7 +298,7 @@ def kill_after_partial_saves(monkeypatch, n_saves):
         if calls["n"] == n_saves:
             raise Killed(f"killed after step {state['step']}")
 
-    monkeypatch.setattr(training, "_save_partial", save_then_die)
+    monkeypatch.setattr(training, "save_partial", save_then_die)
 
 
 @pytest.mark.parametrize("name", ["dt", "rvs-p", "bc"])
@@ -355,8 +353,8 @@ def test_progress_bar_goes_to_stderr(dataset_path, tmp_path, capsys):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        (dict(model_name="cql"), "unknown model"),
-        (dict(hp=dict(HP, learning_rate=1.0)), "unknown hyperparameter"),
+        (dict(model_name="sac"), "unknown model"),
+        (dict(settings=dict(HP, learning_rate=1.0)), "unknown setting"),
         (dict(seed=-1), "seed"),
         (dict(device="cuda:0"), "CUDA is not available"),
     ],
@@ -364,7 +362,7 @@ def test_progress_bar_goes_to_stderr(dataset_path, tmp_path, capsys):
 def test_bad_arguments(kwargs, match, dataset_path, tmp_path):
     if "cuda" in str(kwargs.get("device", "")) and torch.cuda.is_available():
         pytest.skip("CUDA is available here")
-    args = dict(dataset_path=dataset_path, model_name="bc", seed=0, hp=HP, checkpoint_path=tmp_path / "m.pt")
+    args = dict(dataset_path=dataset_path, model_name="bc", seed=0, settings=HP, checkpoint_path=tmp_path / "m.pt")
     args.update(device="cpu", progress=False)
     with pytest.raises(ValueError, match=match):
         train(**{**args, **kwargs})
@@ -428,7 +426,7 @@ def test_expert_high_statistics_normalise_every_dataset_of_the_env(tmp_path):
     np.testing.assert_array_equal(ckpt["obs_mean"].numpy(), mean)
     np.testing.assert_array_equal(ckpt["obs_std"].numpy(), std)
     assert ckpt["returns_to_go"] == "weighted" and ckpt["statistics_from"] == "expert-high"
-    assert ckpt["hp"]["returns_to_go"] == "weighted" and ckpt["hp"]["statistics_from"] == "expert-high"
+    assert ckpt["settings"]["returns_to_go"] == "weighted" and ckpt["settings"]["statistics_from"] == "expert-high"
     assert ckpt["reference_dataset"] == str(expert.resolve())
     assert ckpt["reference_dataset_sha256"] == hashlib.sha256(expert.read_bytes()).hexdigest()
     # the expert-high dataset is its own reference
@@ -456,7 +454,7 @@ def test_reference_dataset_mistakes_are_refused(tmp_path):
         train(amateur, "bc", 0, hp, tmp_path / "m.pt", reference_dataset=medium, **run)
     with pytest.raises(ValueError, match="used only with statistics_from 'expert-high'"):
         train(amateur, "bc", 0, dict(hp, statistics_from="dataset"), tmp_path / "m.pt", reference_dataset=medium, **run)
-    with pytest.raises(ValueError, match="'returns_to_go' must be one of peda, weighted"):
+    with pytest.raises(ValueError, match="'returns_to_go' of train.peda must be one of peda, weighted"):
         train(amateur, "bc", 0, dict(hp, returns_to_go="discounted"), tmp_path / "m.pt", **run)
     assert not (tmp_path / "m.pt").exists()
 

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from morl.agents import CheckpointError
+from morl import families, trainer
 from morl.data import Dataset, load_dataset, write_dataset
 from morl.errors import InputError
-from morl.families import cql, iql, td3bc, value
+from morl.families import family, family_of, iql, td3bc, value
+from morl.trainer import CheckpointError
 
-FAMILIES = {"td3bc-p": td3bc, "iql-p": iql, "cql-p": cql, "cql": cql}
+TD3BC, IQL, CQL = family("td3bc"), family("iql"), family("cql")
 OBS_DIM, ACT_DIM, N_OBJ = 3, 2, 2
 ACT_LOW, ACT_HIGH = [-2.0, 0.0], [2.0, 4.0]
 TINY = dict(steps=24, batch_size=16, hidden=16, depth=2, checkpoint_every=8)
@@ -108,18 +109,17 @@ def test_learns_the_best_action_of_each_preference(model, tmp_path):
         "cql-p": dict(steps=500, policy_lr=1e-3, q_lr=1e-3, cql_alpha=1.0),
     }[model]
     settings.update(batch_size=64, hidden=32, depth=2, checkpoint_every=0)
-    mod = FAMILIES[model]
     ckpt = tmp_path / f"{model}.pt"
-    mod.train(path, model, 0, settings, ckpt, device="cpu", progress=False)
+    families.train(path, model, 0, settings, ckpt, device="cpu", progress=False)
 
     prefs = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)
-    agent = mod.load_agent(ckpt)
+    agent = families.load_agent(ckpt)
     agent.reset(prefs, np.zeros_like(prefs))
     a = agent.act(np.zeros((2, 1), np.float32))[:, 0]
     assert a[0] > 0.1 and a[1] < -0.1, f"{model} acts {a} for preferences {prefs.tolist()}"
 
     if model != "cql-p":  # the vector critic ranks actions by w . Q
-        critic = mod.load_critics(ckpt)["critic"]
+        critic = {"td3bc-p": td3bc, "iql-p": iql}[model].load_critics(ckpt)["critic"]
         actions = torch.linspace(-1, 1, 5)[:, None]
         for w, increasing in (([1.0, 0.0], True), ([0.0, 1.0], False)):
             wt = torch.tensor([w]).repeat(5, 1)
@@ -135,7 +135,7 @@ class Killed(Exception):
 
 
 def kill_after_partial_saves(monkeypatch, n_saves):
-    real = value._save_partial
+    real = trainer.save_partial
     calls = {"n": 0}
 
     def save_then_die(path, state):
@@ -144,16 +144,15 @@ def kill_after_partial_saves(monkeypatch, n_saves):
         if calls["n"] == n_saves:
             raise Killed(f"killed after step {state['step']}")
 
-    monkeypatch.setattr(value, "_save_partial", save_then_die)
+    monkeypatch.setattr(trainer, "save_partial", save_then_die)
 
 
 @pytest.mark.parametrize("model", ["td3bc-p", "iql-p", "cql"])
 def test_killed_and_rerun_equals_uninterrupted(model, dataset_path, tmp_path, monkeypatch):
-    mod = FAMILIES[model]
     settings = tiny(policy_freq=3) if model == "td3bc-p" else tiny()
 
     def run(stem):
-        return mod.train(dataset_path, model, 5, settings, tmp_path / f"{stem}.pt", tmp_path / f"{stem}.csv",
+        return families.train(dataset_path, model, 5, settings, tmp_path / f"{stem}.pt", tmp_path / f"{stem}.csv",
                          device="cpu", progress=False)  # fmt: skip
 
     straight = run("straight")
@@ -175,21 +174,20 @@ def test_partial_state_of_another_run_is_not_resumed(dataset_path, tmp_path, mon
     with monkeypatch.context() as m:
         kill_after_partial_saves(m, 1)
         with pytest.raises(Killed):
-            td3bc.train(dataset_path, "td3bc-p", 5, tiny(alpha=1.0), tmp_path / "x.pt", device="cpu",
+            families.train(dataset_path, "td3bc-p", 5, tiny(alpha=1.0), tmp_path / "x.pt", device="cpu",
                         progress=False)  # fmt: skip
-    summary = td3bc.train(dataset_path, "td3bc-p", 5, TINY, tmp_path / "x.pt", device="cpu", progress=False)
+    summary = families.train(dataset_path, "td3bc-p", 5, TINY, tmp_path / "x.pt", device="cpu", progress=False)
     assert summary["resumed_from"] == 0
-    td3bc.train(dataset_path, "td3bc-p", 5, TINY, tmp_path / "ref.pt", device="cpu", progress=False)
+    families.train(dataset_path, "td3bc-p", 5, TINY, tmp_path / "ref.pt", device="cpu", progress=False)
     assert (tmp_path / "x.pt").read_bytes() == (tmp_path / "ref.pt").read_bytes()
 
 
 @pytest.mark.parametrize("model", ["td3bc-p", "iql-p", "cql-p"])
 def test_same_seed_same_bytes_and_the_agent_acts_within_bounds(model, dataset_path, tmp_path):
-    mod = FAMILIES[model]
     settings = tiny(steps=10, checkpoint_every=0)
     before = torch.get_rng_state()
     for name, seed in (("a.pt", 1), ("b.pt", 1), ("c.pt", 2)):
-        summary = mod.train(dataset_path, model, seed, settings, tmp_path / name, tmp_path / f"{name}.csv",
+        summary = families.train(dataset_path, model, seed, settings, tmp_path / name, tmp_path / f"{name}.csv",
                             device="cpu", progress=False)  # fmt: skip
     assert torch.equal(torch.get_rng_state(), before)  # the caller's generator is left alone
     assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
@@ -201,15 +199,17 @@ def test_same_seed_same_bytes_and_the_agent_acts_within_bounds(model, dataset_pa
     assert rows[0] == ["step", "loss", "lr"] and [int(r[0]) for r in rows[1:]] == list(range(1, 11))
 
     ckpt = torch.load(tmp_path / "a.pt", weights_only=True)
-    for key in value.CHECKPOINT_KEYS:
+    for key in (*trainer.CHECKPOINT_KEYS, *value.CHECKPOINT_KEYS):
         assert key in ckpt
-    assert ckpt["format"] == mod.CHECKPOINT_FORMAT and ckpt["model_name"] == model
-    assert ckpt["display_name"] == mod.MODELS[model] and ckpt["hp"] == mod.resolve_settings(settings)
+    fam = family_of(model)
+    assert ckpt["format"] == fam.checkpoint_format and ckpt["model_name"] == model and ckpt["family"] == fam.name
+    assert ckpt["display_name"] == fam.display(model) and ckpt["settings"] == fam.resolve_settings(settings)
+    assert "returns_to_go" not in ckpt  # PEDA's definition, not a value-based family's
     assert ckpt["dataset_sha256"] and ckpt["statistics_from"] == "dataset" and ckpt["reference_dataset"] is None
 
-    agent = mod.load_agent(tmp_path / "a.pt")
+    agent = families.load_agent(tmp_path / "a.pt")
     assert (agent.model_name, agent.seed, agent.n_obj, agent.obs_dim, agent.act_dim) == (model, 1, 2, 3, 2)
-    assert agent.training["statistics_from"] == "dataset" and agent.training["returns_to_go"] is None
+    assert agent.training["statistics_from"] == "dataset" and "returns_to_go" not in agent.training
     assert agent.training["env_id"] == "Toy-v0"
     rng = np.random.default_rng(0)
     prefs = rng.dirichlet([1, 1], size=7).astype(np.float32)
@@ -234,82 +234,82 @@ def test_statistics_from_expert_high_and_the_definitions_check(dataset_path, tmp
                                   meta={**ds.meta, "quality": "expert", "entropy": "high"})  # fmt: skip
     write_dataset(reference, shifted)
     settings = tiny(steps=4, checkpoint_every=0, statistics_from="expert-high")
-    iql.train(dataset_path, "iql-p", 0, settings, tmp_path / "m.pt", device="cpu", progress=False,
+    families.train(dataset_path, "iql-p", 0, settings, tmp_path / "m.pt", device="cpu", progress=False,
               reference_dataset=reference)  # fmt: skip
     ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
     np.testing.assert_allclose(ckpt["obs_mean"].numpy(), ds.observations.mean(0) + 4.0, rtol=1e-5)
     assert ckpt["reference_dataset_sha256"] is not None
 
-    agent = iql.load_agent(tmp_path / "m.pt", definitions={"statistics_from": "expert-high", "returns_to_go": "peda"})
+    agent = trainer.load_agent(
+        IQL, tmp_path / "m.pt", definitions={"statistics_from": "expert-high", "returns_to_go": "peda"}
+    )
     assert agent.training["statistics_from"] == "expert-high"
     with pytest.raises(CheckpointError, match="statistics_from: expert-high.*statistics_from: dataset") as info:
-        iql.load_agent(tmp_path / "m.pt", definitions={"statistics_from": "dataset"})
+        trainer.load_agent(IQL, tmp_path / "m.pt", definitions={"statistics_from": "dataset"})
     assert str(tmp_path / "m.pt") in str(info.value)
     with pytest.raises(InputError, match="reference dataset"):
-        iql.train(dataset_path, "iql-p", 0, settings, tmp_path / "n.pt", device="cpu", progress=False)
+        families.train(dataset_path, "iql-p", 0, settings, tmp_path / "n.pt", device="cpu", progress=False)
 
 
 def test_foreign_partial_and_missing_checkpoints_are_refused(dataset_path, tmp_path, monkeypatch):
-    from morl.training import train as train_peda
-
     peda = tmp_path / "peda.pt"
-    train_peda(dataset_path, "bc", 0, dict(steps=2, batch_size=4, hidden=8, depth=1, context_length=2,
+    families.train(dataset_path, "bc", 0, dict(steps=2, batch_size=4, hidden=8, depth=1, context_length=2,
                eval_context_length=2, statistics_from="dataset"), peda, device="cpu", progress=False)  # fmt: skip
     with pytest.raises(CheckpointError, match="not a td3bc agent checkpoint") as info:
-        td3bc.load_agent(peda)
+        trainer.load_agent(TD3BC, peda)
     assert str(peda) in str(info.value)
 
-    iql.train(dataset_path, "iql-p", 0, tiny(steps=2, checkpoint_every=0), tmp_path / "iql.pt",
+    families.train(dataset_path, "iql-p", 0, tiny(steps=2, checkpoint_every=0), tmp_path / "iql.pt",
               device="cpu", progress=False)  # fmt: skip
     with pytest.raises(CheckpointError, match="not a cql agent checkpoint"):
-        cql.load_agent(tmp_path / "iql.pt")
+        trainer.load_agent(CQL, tmp_path / "iql.pt")
 
     with monkeypatch.context() as m:
         kill_after_partial_saves(m, 1)
         with pytest.raises(Killed):
-            cql.train(dataset_path, "cql-p", 0, TINY, tmp_path / "c.pt", device="cpu", progress=False)
+            families.train(dataset_path, "cql-p", 0, TINY, tmp_path / "c.pt", device="cpu", progress=False)
     partial = tmp_path / "c.pt.partial"
     with pytest.raises(CheckpointError, match="partial training state") as info:
-        cql.load_agent(partial)
+        trainer.load_agent(CQL, partial)
     assert str(partial) in str(info.value)
 
     with pytest.raises(CheckpointError, match="does not exist") as info:
-        td3bc.load_agent(tmp_path / "nothing.pt")
+        trainer.load_agent(TD3BC, tmp_path / "nothing.pt")
     assert str(tmp_path / "nothing.pt") in str(info.value)
 
     ckpt = torch.load(tmp_path / "iql.pt", weights_only=True)
     del ckpt["obs_std"]
     torch.save(ckpt, tmp_path / "broken.pt")
     with pytest.raises(CheckpointError, match="lacks key.*obs_std"):
-        iql.load_agent(tmp_path / "broken.pt")
+        trainer.load_agent(IQL, tmp_path / "broken.pt")
 
 
 @pytest.mark.parametrize(
-    "mod, values, match",
+    "fam, values, match",
     [
-        (td3bc, {"learning_rate": 1e-3}, r"unknown setting 'learning_rate' for TD3\+BC\(P\); known: steps"),
-        (iql, {"steps": True}, "'steps' of IQL.*integer"),
-        (iql, {"steps": 2.5}, "'steps' of IQL.*integer"),
-        (cql, {"cql_n_actions": 0}, "'cql_n_actions' of CQL must be >= 1"),
-        (td3bc, {"relabel": 1.5}, r"'relabel' .* in \[0, 1\]"),
-        (iql, {"expectile": 1.0}, r"'expectile' .* in \(0, 1\)"),
-        (cql, {"statistics_from": "reference"}, "'statistics_from' .* one of"),
-        (cql, {"relabel": 0.5}, "unknown setting 'relabel' for CQL"),
-        (td3bc, {"discount": "0.9"}, "'discount' .* finite number"),
+        (TD3BC, {"learning_rate": 1e-3}, r"unknown setting 'learning_rate' of train\.td3bc; known: steps"),
+        (IQL, {"steps": True}, "'steps' of train.iql.*integer"),
+        (IQL, {"steps": 2.5}, "'steps' of train.iql.*integer"),
+        (CQL, {"cql_n_actions": 0}, "'cql_n_actions' of train.cql must be >= 1"),
+        (TD3BC, {"relabel": 1.5}, r"'relabel' .* in \[0, 1\]"),
+        (IQL, {"expectile": 1.0}, r"'expectile' .* in \(0, 1\)"),
+        (CQL, {"statistics_from": "reference"}, "'statistics_from' .* one of"),
+        (CQL, {"relabel": 0.5}, "unknown setting 'relabel' of train.cql"),
+        (TD3BC, {"discount": "0.9"}, "'discount' .* finite number"),
     ],
 )
-def test_bad_settings_are_refused_naming_the_key(mod, values, match):
+def test_bad_settings_are_refused_naming_the_key(fam, values, match):
     with pytest.raises(InputError, match=match):
-        mod.resolve_settings(values)
+        fam.resolve_settings(values)
 
 
 def test_settings_defaults_are_the_papers():
-    t = td3bc.resolve_settings(None)
+    t = TD3BC.resolve_settings(None)
     assert (t["actor_lr"], t["critic_lr"], t["policy_noise"], t["noise_clip"], t["policy_freq"], t["alpha"]) == (
         3e-4, 3e-4, 0.2, 0.5, 2, 2.5)  # fmt: skip
-    i = iql.resolve_settings({"steps": 10})
+    i = IQL.resolve_settings({"steps": 10})
     assert (i["steps"], i["expectile"], i["temperature"], i["adv_clip"], i["actor_lr"]) == (10, 0.7, 3.0, 100.0, 3e-4)
-    c = cql.resolve_settings({"steps": 1e3})
+    c = CQL.resolve_settings({"steps": 1e3})
     assert c["steps"] == 1000 and isinstance(c["steps"], int) and c["cql_n_actions"] == 10
     for s in (t, i, c):
         assert (s["discount"], s["tau"], s["reward_scale"], s["batch_size"], s["statistics_from"]) == (
@@ -318,6 +318,6 @@ def test_settings_defaults_are_the_papers():
 
 def test_bad_model_and_seed_are_refused(dataset_path, tmp_path):
     with pytest.raises(InputError, match="unknown model 'cql' for the td3bc family"):
-        td3bc.train(dataset_path, "cql", 0, TINY, tmp_path / "m.pt", device="cpu", progress=False)
+        trainer.train(TD3BC, dataset_path, "cql", 0, TINY, tmp_path / "m.pt", device="cpu", progress=False)
     with pytest.raises(InputError, match="seed"):
-        cql.train(dataset_path, "cql", -1, TINY, tmp_path / "m.pt", device="cpu", progress=False)
+        families.train(dataset_path, "cql", -1, TINY, tmp_path / "m.pt", device="cpu", progress=False)

@@ -79,9 +79,12 @@ def test_unseen_preferences_grid_dry_run(tmp_path):
     "mutate, expected",
     [
         (lambda c: c.update(models=["bc", "transformer-xl"]), "models[1]: 'transformer-xl' is not one of"),
-        (lambda c: c["train"].update(returns_to_go="discounted"), "train.returns_to_go: 'discounted' is not one of"),
         (
-            lambda c: c["train"].update(statistics_from="expert-high"),
+            lambda c: c["train"]["peda"].update(returns_to_go="discounted"),
+            "train.peda.returns_to_go: 'discounted' is not one of",
+        ),
+        (
+            lambda c: c["train"]["peda"].update(statistics_from="expert-high"),
             "this config has no MO-HalfCheetah-v2 expert-high",
         ),
     ],
@@ -139,7 +142,7 @@ def test_expert_high_dataset_is_an_input_of_every_train_and_evaluate_job(tmp_pat
     of the env depend on its expert-high dataset; under dataset, only on their own."""
     for value, extra in (("expert-high", ", results/MO-HalfCheetah-v2/data/expert-high.parquet"), ("dataset", "")):
         config = yaml.safe_load((ROOT / "config.yaml").read_text())
-        config["train"]["statistics_from"] = value
+        config["train"]["peda"]["statistics_from"] = value
         path = tmp_path / f"{value}.yaml"
         path.write_text(yaml.safe_dump(config))
         res = snakemake("-n", "--configfile", str(path), cwd=tmp_path, timeout=120)
@@ -155,7 +158,7 @@ def test_no_path_is_misparsed():
     """Every output path of the DAG maps back to exactly the wildcards that made it."""
     from snakemake.io import regex_from_filepattern
 
-    from morl.families import MODEL_ORDER, wildcard_pattern
+    from morl.families import model_order, wildcard_pattern
 
     common = (ROOT / "rules/common.smk").read_text()
     constraints = dict(re.findall(r"^\s+(\w+)=r\"([^\"]+)\",$", common, re.M))
@@ -165,7 +168,7 @@ def test_no_path_is_misparsed():
     for name, rx in constraints.items():
         pattern = pattern.replace("{" + name + "}", "{" + name + "," + rx + "}")
     regex = re.compile(regex_from_filepattern(pattern))
-    for model in MODEL_ORDER:
+    for model in model_order():
         for coverage in ("", "-shattered", "-narrow"):
             m = regex.match(f"results/MO-Hopper-v3/amateur-high{coverage}/{model}/seed12/eval.parquet")
             assert m and m.group("model") == model and m.group("seed") == "12" and m.group("env") == "MO-Hopper-v3"

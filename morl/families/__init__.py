@@ -1,31 +1,25 @@
-"""Agent families: one module each, listed once in :data:`FAMILIES`.
+"""The registry of agent families: model name -> family, and everything derived from it.
 
-A family is a set of models trained by one module, e.g. PEDA's six return-conditioned and
-behavior-cloning models (:mod:`morl.families.peda`) or the value-based CQL family
-(:mod:`morl.families.cql`). The entry here holds what the rest of the project needs without
-importing torch: the family's name, its module, its models with their display names, table
-order and plot colors, and the format string of its checkpoints. Everything that lists models
-reads it: the config schema and validation (:mod:`morl.config`), the command line
-(:mod:`morl.cli`), the Snakemake wildcard constraint (``rules/common.smk``), the tables, plots and
-the paper comparison.
+A family is a set of models trained by one plugin module of the training core
+(:mod:`morl.trainer`), e.g. PEDA's six return-conditioned and behavior-cloning models
+(:mod:`morl.families.peda`) or the value-based CQL (:mod:`morl.families.cql`). Its
+:class:`Family` line here holds what the rest of the project needs without importing torch: the
+family's name (also the key of its settings section, ``train.<name>``), its module, its models
+with their display names, and the format string of its checkpoints. Everything that lists models
+derives from :data:`FAMILIES`: the config schema and validation (:mod:`morl.config`), the command
+line (:mod:`morl.cli`), the Snakemake wildcard constraint (``rules/common.smk``), the tables'
+column order, the plots' colors and the paper comparison.
 
-The family module itself (imported on first use) provides:
-
-- ``Settings``: a frozen dataclass whose defaults are the method paper's settings, so a config
-  states only what it changes; ``resolve_settings(values) -> dict`` fills in the defaults and
-  refuses unknown keys and bad values, naming the key;
-- ``DEFINITIONS``: the training definitions a checkpoint records and an evaluation must agree with;
-- ``train(dataset_path, model_name, seed, settings, checkpoint_path, curve_path=None,
-  device="auto", progress=True, expect_env=None, reference_dataset=None) -> dict``;
-- ``load_agent(checkpoint_path, device="cpu", definitions=None)``: a batched evaluation agent
-  with ``reset(preferences, target_returns)``, ``act(obs)`` and ``observe(actions, rewards)``.
-
-Adding a family is that module, one :class:`Family` line below and the family's tests
-(README, "Adding an agent family").
+The module of a family defines what :mod:`morl.trainer` lists: ``Settings`` (a frozen dataclass
+whose defaults are its source's, a comment per field), ``RULES`` (and optionally
+``check_settings``), ``DEFINITIONS``, ``prepare``, ``Learner``, ``build_agent``,
+``FORMAT_VERSION``, ``READS_VERSIONS`` and ``CHECKPOINT_KEYS``. Adding a family is that module
+and one :class:`Family` line below (README, "Adding an agent family").
 """
 
 from __future__ import annotations
 
+import colorsys
 import importlib
 import os
 import re
@@ -33,59 +27,108 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from morl import settings as settings_core
 from morl.errors import InputError
+
+#: The plot colors given to models in registry order, after any a model names itself; past the end
+#: of this list a color is drawn from matplotlib's ``hsv`` map, so the palette never runs out.
+PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:gray", "tab:cyan", "tab:red",
+           "tab:olive", "tab:pink", "gold", "teal", "navy", "maroon", "lime", "indigo", "salmon", "sienna",
+           "darkkhaki", "slateblue")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Model:
     name: str  # in configs, on the command line and in paths
     display: str  # in tables and plots
-    rank: int  # column position in tables and plots (lower first)
-    color: str  # matplotlib color in every figure
+    #: True if the model sees the preference as an input (the "(P)" models); tables and plots list
+    #: these first, then the others, each group in registry order (PEDA's tables' layout).
+    #: Default: the name ends in "-p".
+    conditioned: bool | None = None
+    #: matplotlib color in every figure; default: the next free one of :data:`PALETTE`
+    color: str | None = None
+
+    @property
+    def takes_preference(self) -> bool:
+        return self.name.endswith("-p") if self.conditioned is None else self.conditioned
 
 
 @dataclass(frozen=True)
 class Family:
-    name: str  # also the key of its settings section in a config (``train.<name>``), except PEDA's
-    module: str
+    name: str  # the key of its settings section, train.<name>
+    module: str  # the plugin module
     models: tuple[Model, ...]
-    checkpoint_format: str
-    #: True when the family's settings are the top-level ``train`` keys (PEDA, for configs written
-    #: before families existed); others read ``train.<name>``.
-    top_level_settings: bool = False
+    checkpoint_format: str  # the "format" string its final checkpoints record
 
     def load(self) -> ModuleType:
+        """The family's module (imported on first use: it imports torch)."""
         return importlib.import_module(self.module)
 
+    def display(self, model: str) -> str:
+        return next(m.display for m in self.models if m.name == model)
 
-# The paper's column order: the (P) models first, then the naive ones; value-based after the
-# return-conditioned ones in each group, as in PEDA's tables; the later families at the end.
+    def check_model(self, model: str) -> str:
+        if model not in {m.name for m in self.models}:
+            known = ", ".join(m.name for m in self.models)
+            raise InputError(f"unknown model {model!r} for the {self.name} family; known: {known}")
+        return model
+
+    def resolve_settings(self, values: dict | None) -> dict[str, Any]:
+        """``values`` with the family's defaults filled in and checked (InputError naming the key)."""
+        module = self.load()
+        rules = {**settings_core.CORE_RULES, **module.RULES}
+        check = getattr(module, "check_settings", None)
+        return settings_core.resolve(module.Settings, values, f"train.{self.name}", rules, check)
+
+
+# The paper's column order follows from the registry order: the (P) models first, then the naive
+# ones; PEDA's first, the value-based after them in each group, as in PEDA's tables.
 FAMILIES: tuple[Family, ...] = (
     Family("peda", "morl.families.peda", (
-        Model("dt-p", "MODT(P)", 10, "tab:blue"), Model("rvs-p", "MORvS(P)", 20, "tab:orange"),
-        Model("bc-p", "BC(P)", 30, "tab:green"), Model("dt", "MODT", 110, "tab:cyan"),
-        Model("rvs", "MORvS", 120, "tab:red"), Model("bc", "BC", 130, "tab:olive"),
-    ), "morl-peda-agent", top_level_settings=True),
+        Model("dt-p", "MODT(P)", color="tab:blue"), Model("rvs-p", "MORvS(P)", color="tab:orange"),
+        Model("bc-p", "BC(P)", color="tab:green"), Model("dt", "MODT", color="tab:cyan"),
+        Model("rvs", "MORvS", color="tab:red"), Model("bc", "BC", color="tab:olive"),
+    ), "morl-peda-agent"),
     Family("cql", "morl.families.cql", (
-        Model("cql-p", "CQL(P)", 40, "tab:purple"), Model("cql", "CQL", 140, "tab:pink"),
+        Model("cql-p", "CQL(P)", color="tab:purple"), Model("cql", "CQL", color="tab:pink"),
     ), "morl-cql-agent"),
-    Family("td3bc", "morl.families.td3bc", (Model("td3bc-p", "TD3+BC(P)", 50, "tab:brown"),), "morl-td3bc-agent"),
-    Family("iql", "morl.families.iql", (Model("iql-p", "IQL(P)", 60, "tab:gray"),), "morl-iql-agent"),
+    Family("td3bc", "morl.families.td3bc", (Model("td3bc-p", "TD3+BC(P)", color="tab:brown"),), "morl-td3bc-agent"),
+    Family("iql", "morl.families.iql", (Model("iql-p", "IQL(P)", color="tab:gray"),), "morl-iql-agent"),
 )  # fmt: skip
 
-_BY_MODEL: dict[str, tuple[Family, Model]] = {m.name: (f, m) for f in FAMILIES for m in f.models}
-_BY_NAME: dict[str, Family] = {f.name: f for f in FAMILIES}
 
-#: Every model name, in table order.
-MODEL_ORDER: tuple[str, ...] = tuple(sorted(_BY_MODEL, key=lambda name: _BY_MODEL[name][1].rank))
-#: Display names of the models, and of the behavior data's front "B".
-DISPLAY: dict[str, str] = {"B": "B", **{name: _BY_MODEL[name][1].display for name in MODEL_ORDER}}
-#: Plot colors of the models and of "B".
-COLORS: dict[str, str] = {"B": "black", **{name: _BY_MODEL[name][1].color for name in MODEL_ORDER}}
+def _models() -> list[tuple[Family, Model]]:
+    return [(f, m) for f in FAMILIES for m in f.models]
 
 
-def model_names() -> tuple[str, ...]:
-    return MODEL_ORDER
+def model_order() -> tuple[str, ...]:
+    """Every model name, in table order: the preference-conditioned models, then the others."""
+    pairs = _models()
+    return tuple(m.name for _, m in pairs if m.takes_preference) + tuple(
+        m.name for _, m in pairs if not m.takes_preference
+    )
+
+
+def display_names() -> dict[str, str]:
+    """Display names of the models in table order, and of the behavior data's front "B"."""
+    by_name = {m.name: m.display for _, m in _models()}
+    return {"B": "B", **{name: by_name[name] for name in model_order()}}
+
+
+def colors() -> dict[str, str]:
+    """One plot color per model (and black for "B"), unique, the same in every figure."""
+    taken = {m.color for _, m in _models() if m.color}
+    free = [c for c in PALETTE if c not in taken]
+    out = {"B": "black"}
+    unnamed = [m for _, m in _models() if not m.color]
+    for i, m in enumerate(unnamed):
+        if i < len(free):
+            out[m.name] = free[i]
+        else:  # evenly spaced hues past the palette, as hex strings
+            r, g, b = colorsys.hsv_to_rgb((i - len(free)) / max(1, len(unnamed) - len(free)), 0.8, 0.8)
+            out[m.name] = f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+    out.update({m.name: m.color for _, m in _models() if m.color})
+    return {name: out[name] for name in ("B", *model_order())}
 
 
 def family_names() -> tuple[str, ...]:
@@ -93,28 +136,29 @@ def family_names() -> tuple[str, ...]:
 
 
 def check_model(name: str) -> str:
-    if name not in _BY_MODEL:
-        raise InputError(f"unknown model {name!r}; known models: {', '.join(MODEL_ORDER)}")
+    if name not in {m.name for _, m in _models()}:
+        raise InputError(f"unknown model {name!r}; known models: {', '.join(model_order())}")
     return name
 
 
 def family_of(model: str) -> Family:
     """The family that trains ``model`` (an InputError listing the known models if there is none)."""
-    return _BY_MODEL[check_model(model)][0]
+    check_model(model)
+    return next(f for f, m in _models() if m.name == model)
 
 
 def family(name: str) -> Family:
-    return _BY_NAME[name]
+    return next(f for f in FAMILIES if f.name == name)
 
 
 def wildcard_pattern() -> str:
     """A regular expression matching exactly the model names (longest first, so ``dt-p`` wins over ``dt``)."""
-    return "|".join(re.escape(name) for name in sorted(MODEL_ORDER, key=len, reverse=True))
+    return "|".join(re.escape(name) for name in sorted(model_order(), key=len, reverse=True))
 
 
 def resolve_settings(model: str, values: dict | None) -> dict[str, Any]:
     """``values`` with the family's defaults filled in and checked (InputError naming the key)."""
-    return family_of(model).load().resolve_settings(values)
+    return family_of(model).resolve_settings(values)
 
 
 def definitions_of(model: str) -> tuple[str, ...]:
@@ -122,27 +166,46 @@ def definitions_of(model: str) -> tuple[str, ...]:
     return tuple(family_of(model).load().DEFINITIONS)
 
 
-def train(dataset_path, model_name: str, seed: int, settings: dict, checkpoint_path, **kwargs) -> dict[str, Any]:
-    """Train ``model_name`` with its family's trainer (same arguments as :func:`morl.training.train`)."""
-    return family_of(model_name).load().train(dataset_path, model_name, seed, settings, checkpoint_path, **kwargs)
+def _trainer() -> ModuleType:
+    # imported on use: it imports torch and mujoco, and the registry serves the config schema and the
+    # command line, which must start fast
+    return importlib.import_module("morl.trainer")
 
 
-def checkpoint_model(path: os.PathLike | str) -> str:
-    """The model a final checkpoint holds; a file that is no final checkpoint of any family is refused
-    with a :class:`~morl.agents.CheckpointError` naming it."""
-    from morl.agents import CheckpointError, read_checkpoint_dict
+def train(dataset_path, model_name: str, seed: int, settings: dict | None, checkpoint_path, curve_path=None,
+          **kwargs) -> dict[str, Any]:  # fmt: skip
+    """Train ``model_name`` with the training core (arguments and summary of :func:`morl.trainer.train`)."""
+    return _trainer().train(family_of(model_name), dataset_path, model_name, seed, settings, checkpoint_path,
+                            curve_path, **kwargs)  # fmt: skip
 
-    ckpt = read_checkpoint_dict(path)
+
+def checkpoint_family(path: os.PathLike | str) -> Family:
+    """The family of a final checkpoint; a file that is no final checkpoint of any family is refused
+    with a :class:`~morl.trainer.CheckpointError` naming it."""
+    trainer = _trainer()
+    ckpt = trainer.read_checkpoint_dict(path)
     fmt = ckpt.get("format")
     fam = next((f for f in FAMILIES if f.checkpoint_format == fmt), None)
     if fam is None:
-        raise CheckpointError(path, f"not a morl agent checkpoint (format {fmt!r})")
-    name = ckpt.get("model_name")
+        raise trainer.CheckpointError(path, f"not a morl agent checkpoint (format {fmt!r})")
+    return fam
+
+
+def checkpoint_model(path: os.PathLike | str) -> str:
+    """The model a final checkpoint holds (refused, naming the file, if it is no known model's)."""
+    fam = checkpoint_family(path)
+    trainer = _trainer()
+    name = trainer.read_checkpoint_dict(path).get("model_name")
     if name not in {m.name for m in fam.models}:
-        raise CheckpointError(path, f"unknown model {name!r} in a {fam.name} checkpoint")
+        raise trainer.CheckpointError(path, f"unknown model {name!r} in a {fam.name} checkpoint")
     return name
+
+
+def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
+    """Read and check a final checkpoint of any family (:func:`morl.trainer.load_checkpoint`)."""
+    return _trainer().load_checkpoint(checkpoint_family(path), path)
 
 
 def load_agent(path: os.PathLike | str, device: str = "cpu", definitions: dict | None = None):
     """The batched evaluation agent of any family's final checkpoint."""
-    return family_of(checkpoint_model(path)).load().load_agent(path, device=device, definitions=definitions)
+    return _trainer().load_agent(checkpoint_family(path), path, device=device, definitions=definitions)

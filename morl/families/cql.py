@@ -37,79 +37,78 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from morl.families import value
-from morl.families.value import Dims, Policy, Scalar, TwinCritic
+from morl import settings as rules
+from morl.families import family, value
+from morl.families.value import Policy, Scalar, TwinCritic
+from morl.trainer import Dims
 
-NAME = "cql"
-MODELS = {"cql-p": "CQL(P)", "cql": "CQL"}
-CHECKPOINT_FORMAT = "morl-cql-agent"
-PARTIAL_FORMAT = "morl-cql-training-state"
-CHECKPOINT_FORMAT_VERSION = 1
-DEFINITIONS = ("statistics_from",)
+# What the training core (morl.trainer) reads from a family module beyond the settings and the
+# learner: the value-based families share their checkpoint format and their view of the data.
+DEFINITIONS = value.DEFINITIONS
+FORMAT_VERSION = value.FORMAT_VERSION
+READS_VERSIONS = value.READS_VERSIONS
+CHECKPOINT_KEYS = value.CHECKPOINT_KEYS
+prepare = value.prepare
 
 
 @dataclass(frozen=True)
 class Settings:
-    steps: int = 1_000_000
-    batch_size: int = 256
-    checkpoint_every: int = 1000
-    hidden: int = 256
-    depth: int = 3
-    statistics_from: str = "dataset"
-    discount: float = 0.99
-    tau: float = 0.005
-    reward_scale: float = 1.0
-    policy_lr: float = 3e-5
-    q_lr: float = 3e-4
-    cql_alpha: float = 10.0
-    cql_n_actions: int = 10
-    cql_temp: float = 1.0
+    steps: int = 1_000_000  # critic updates (CORL's max_timesteps)
+    batch_size: int = 256  # transitions per batch (CORL)
+    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not CORL's
+    hidden: int = 256  # hidden width of actor and critics (CORL; Kumar et al.)
+    depth: int = 3  # hidden layers (CORL: three of 256)
+    statistics_from: str = "dataset"  # state statistics of the training dataset (CORL's)
+    discount: float = 0.99  # discount factor (CORL)
+    tau: float = 0.005  # Polyak rate of the target critics (CORL)
+    reward_scale: float = 1.0  # one factor on every objective's reward (CORL: 1)
+    policy_lr: float = 3e-5  # actor and entropy-temperature learning rate (CORL: 3e-5; Kumar et al.: 1e-4)
+    q_lr: float = 3e-4  # critic learning rate (CORL; Kumar et al.)
+    cql_alpha: float = 10.0  # weight of the CQL(H) regulariser, fixed (CORL: 10; Kumar et al. 5 on Gym)
+    cql_n_actions: int = 10  # actions sampled per state for the log-sum-exp, of each kind (CORL)
+    cql_temp: float = 1.0  # temperature of the log-sum-exp (CORL)
 
 
 RULES = {
     **value.COMMON_RULES,
-    "policy_lr": value.positive(),
-    "q_lr": value.positive(),
-    "cql_alpha": value.non_negative(),
-    "cql_n_actions": value.at_least(1),
-    "cql_temp": value.positive(),
+    "policy_lr": rules.positive(),
+    "q_lr": rules.positive(),
+    "cql_alpha": rules.non_negative(),
+    "cql_n_actions": rules.at_least(1),
+    "cql_temp": rules.positive(),
 }
-
-
-def resolve_settings(values: dict | None = None) -> dict[str, Any]:
-    """``values`` with the :class:`Settings` defaults filled in and checked (InputError naming the key)."""
-    return value.resolve_settings_of(Settings, values, "CQL", RULES)
 
 
 def _conditioned(model_name: str) -> bool:
     return model_name.endswith("-p")
 
 
-def _policy(model_name: str, dims: Dims, hp: dict) -> Policy:
-    return Policy(dims, hp["hidden"], hp["depth"], conditioned=_conditioned(model_name), head="tanh-gaussian")
+def _policy(model_name: str, dims: Dims, settings: dict) -> Policy:
+    return Policy(
+        dims, settings["hidden"], settings["depth"], conditioned=_conditioned(model_name), head="tanh-gaussian"
+    )
 
 
-def _critics(model_name: str, dims: Dims, hp: dict) -> dict[str, torch.nn.Module]:
-    return {"critic": TwinCritic(dims, 1, hp["hidden"], hp["depth"], conditioned=_conditioned(model_name))}
+def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.Module]:
+    return {"critic": TwinCritic(dims, 1, settings["hidden"], settings["depth"], conditioned=_conditioned(model_name))}
 
 
-class CQLLearner(value.Learner):
+class Learner(value.ValueLearner):
     critics = ("critic",)
 
-    def __init__(self, model_name: str, dims: Dims, hp: dict, device: torch.device):
-        super().__init__()
-        self.hp = hp
+    def __init__(self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device,
+                 facts: dict):  # fmt: skip
+        super().__init__(data, settings)
         self.act_dim = dims.act_dim
-        policy = _policy(model_name, dims, hp)
+        policy = _policy(model_name, dims, settings)
         last = policy.net[-1]
         torch.nn.init.xavier_uniform_(last.weight, gain=1e-2)
         torch.nn.init.zeros_(last.bias)
-        critic = _critics(model_name, dims, hp)["critic"]
+        critic = _critics(model_name, dims, settings)["critic"]
         value.orthogonal_init(critic.q1)
         value.orthogonal_init(critic.q2)
         self.policy = policy.to(device)
@@ -124,9 +123,9 @@ class CQLLearner(value.Learner):
             "log_alpha": self.log_alpha,
         }
         self.optimizers = {
-            "actor": value.adam(self.policy, hp["policy_lr"], device),
-            "critic": value.adam(self.critic, hp["q_lr"], device),
-            "log_alpha": value.adam(self.log_alpha, hp["policy_lr"], device),
+            "actor": value.adam(self.policy, settings["policy_lr"], device),
+            "critic": value.adam(self.critic, settings["q_lr"], device),
+            "log_alpha": value.adam(self.log_alpha, settings["policy_lr"], device),
         }
 
     @staticmethod
@@ -136,16 +135,16 @@ class CQLLearner(value.Learner):
         opt.step()
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
-        hp = self.hp
+        settings = self.settings
         s, a, w = batch["states"], batch["actions"], batch["preferences"]
         s2, not_done = batch["next_states"], batch["not_done"]
         reward = (w * batch["rewards"]).sum(-1)
-        b, n, d = s.shape[0], hp["cql_n_actions"], self.act_dim
+        b, n, d = s.shape[0], settings["cql_n_actions"], self.act_dim
 
         with torch.no_grad():
             a2, _ = self.policy.sample(s2, w)
             target_q = torch.min(*self.critic_target(s2, a2, w)).squeeze(-1)
-            y = reward + hp["discount"] * not_done.squeeze(-1) * target_q
+            y = reward + settings["discount"] * not_done.squeeze(-1) * target_q
             # n uniform actions, n policy actions at s and n at s', all scored at s
             s_rep, s2_rep, w_rep = (x.repeat_interleave(n, 0) for x in (s, s2, w))
             random_actions = torch.rand(b * n, d, device=s.device) * 2 - 1
@@ -168,12 +167,12 @@ class CQLLearner(value.Learner):
         s_all = s.repeat_interleave(three, 0)
         w_all = w.repeat_interleave(three, 0)
         sq1, sq2 = (q.view(b, three) for q in self.critic(s_all, sampled.view(b * three, d), w_all))
-        temp = hp["cql_temp"]
+        temp = settings["cql_temp"]
         penalty = 0.0
         for sq, q in ((sq1, q1), (sq2, q2)):
             ood = torch.logsumexp((sq - log_density) / temp, 1) * temp
             penalty = penalty + (ood - q).mean()
-        critic_loss = td_loss + hp["cql_alpha"] * penalty
+        critic_loss = td_loss + settings["cql_alpha"] * penalty
         self._step(self.optimizers["critic"], critic_loss)
 
         new_actions, logp = self.policy.sample(s, w)
@@ -183,23 +182,15 @@ class CQLLearner(value.Learner):
         q_new = torch.min(*self.critic(s, new_actions, w)).squeeze(-1)
         actor_loss = (alpha * logp - q_new).mean()
         self._step(self.optimizers["actor"], actor_loss)
-        value.soft_update(self.critic_target, self.critic, hp["tau"])
+        value.soft_update(self.critic_target, self.critic, settings["tau"])
         return critic_loss.detach()
 
 
-FAMILY = value.FamilySpec(
-    name=NAME,
-    models=MODELS,
-    checkpoint_format=CHECKPOINT_FORMAT,
-    partial_format=PARTIAL_FORMAT,
-    format_version=CHECKPOINT_FORMAT_VERSION,
-    definitions=DEFINITIONS,
-    resolve_settings=resolve_settings,
-    make_learner=CQLLearner,
-    build_policy=_policy,
-    build_critics=_critics,
-    relabels=False,
-)
+def build_agent(ckpt: dict, device: torch.device) -> value.ValueAgent:
+    """The batched evaluation agent of a checked checkpoint (:func:`morl.trainer.load_agent`)."""
+    return value.build_agent(_policy(ckpt["model_name"], value.dims_of(ckpt), ckpt["settings"]), ckpt, device)
 
 
-train, load_agent, load_critics = value.entry_points(FAMILY)
+def load_critics(path) -> dict[str, torch.nn.Module]:
+    """The value networks of a final checkpoint of this family, by name (CPU, eval mode)."""
+    return value.load_critics(family("cql"), path, _critics)

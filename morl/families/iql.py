@@ -32,68 +32,65 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from morl.families import value
-from morl.families.value import Dims, Policy, StateValue, TwinCritic
+from morl import settings as rules
+from morl.families import family, value
+from morl.families.value import Policy, StateValue, TwinCritic
+from morl.trainer import Dims
 
-NAME = "iql"
-MODELS = {"iql-p": "IQL(P)"}
-CHECKPOINT_FORMAT = "morl-iql-agent"
-PARTIAL_FORMAT = "morl-iql-training-state"
-CHECKPOINT_FORMAT_VERSION = 1
-DEFINITIONS = ("statistics_from",)
+# What the training core (morl.trainer) reads from a family module beyond the settings and the
+# learner: the value-based families share their checkpoint format and their view of the data.
+DEFINITIONS = value.DEFINITIONS
+FORMAT_VERSION = value.FORMAT_VERSION
+READS_VERSIONS = value.READS_VERSIONS
+CHECKPOINT_KEYS = value.CHECKPOINT_KEYS
+prepare = value.prepare
 
 
 @dataclass(frozen=True)
 class Settings:
-    steps: int = 1_000_000
-    batch_size: int = 256
-    checkpoint_every: int = 1000
-    hidden: int = 256
-    depth: int = 2
-    statistics_from: str = "dataset"
-    discount: float = 0.99
-    tau: float = 0.005
-    reward_scale: float = 1.0
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    value_lr: float = 3e-4
-    expectile: float = 0.7
-    temperature: float = 3.0
-    adv_clip: float = 100.0
-    cosine_schedule: bool = True
-    relabel: float = 0.5
+    steps: int = 1_000_000  # critic updates (the paper: 1M)
+    batch_size: int = 256  # transitions per batch (the paper)
+    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not the paper's
+    hidden: int = 256  # hidden width of every network (the paper)
+    depth: int = 2  # hidden layers (the paper: two of 256)
+    statistics_from: str = "dataset"  # state statistics of the training dataset (the paper's code)
+    discount: float = 0.99  # discount factor (the paper)
+    tau: float = 0.005  # Polyak rate of the target critics (the paper)
+    reward_scale: float = 1.0  # one factor on every objective's reward (the paper rescales per task; here one factor)
+    actor_lr: float = 3e-4  # actor learning rate, before the cosine decay (the paper)
+    critic_lr: float = 3e-4  # critic learning rate (the paper)
+    value_lr: float = 3e-4  # value-function learning rate (the paper)
+    expectile: float = 0.7  # expectile of the value loss (the paper's MuJoCo setting)
+    temperature: float = 3.0  # inverse beta of the advantage weights (the paper's MuJoCo setting)
+    adv_clip: float = 100.0  # cap of the exponentiated advantages (the paper's code)
+    cosine_schedule: bool = True  # the actor's cosine learning-rate decay (the paper's code)
+    relabel: float = 0.5  # share of each batch with fresh Dirichlet(1) preferences (this project's, as TD3+BC(P))
 
 
 RULES = {
     **value.COMMON_RULES,
-    "actor_lr": value.positive(),
-    "critic_lr": value.positive(),
-    "value_lr": value.positive(),
-    "expectile": value.between(0.0, 1.0, open_low=True, open_high=True),
-    "temperature": value.non_negative(),
-    "adv_clip": value.positive(),
-    "relabel": value.between(0.0, 1.0),
+    "actor_lr": rules.positive(),
+    "critic_lr": rules.positive(),
+    "value_lr": rules.positive(),
+    "expectile": rules.between(0.0, 1.0, open_low=True, open_high=True),
+    "temperature": rules.non_negative(),
+    "adv_clip": rules.positive(),
+    "relabel": rules.between(0.0, 1.0),
 }
 
 
-def resolve_settings(values: dict | None = None) -> dict[str, Any]:
-    """``values`` with the :class:`Settings` defaults filled in and checked (InputError naming the key)."""
-    return value.resolve_settings_of(Settings, values, "IQL(P)", RULES)
+def _policy(model_name: str, dims: Dims, settings: dict) -> Policy:
+    return Policy(dims, settings["hidden"], settings["depth"], conditioned=True, head="gaussian")
 
 
-def _policy(model_name: str, dims: Dims, hp: dict) -> Policy:
-    return Policy(dims, hp["hidden"], hp["depth"], conditioned=True, head="gaussian")
-
-
-def _critics(model_name: str, dims: Dims, hp: dict) -> dict[str, torch.nn.Module]:
+def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.Module]:
     return {
-        "critic": TwinCritic(dims, dims.n_obj, hp["hidden"], hp["depth"], conditioned=True),
-        "value": StateValue(dims, dims.n_obj, hp["hidden"], hp["depth"], conditioned=True),
+        "critic": TwinCritic(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True),
+        "value": StateValue(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True),
     }
 
 
@@ -102,14 +99,14 @@ def cosine_factor(total: int):
     return lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
 
 
-class IQLLearner(value.Learner):
+class Learner(value.ValueLearner):
     critics = ("critic", "value")
 
-    def __init__(self, model_name: str, dims: Dims, hp: dict, device: torch.device):
-        super().__init__()
-        self.hp = hp
-        self.policy = _policy(model_name, dims, hp).to(device)
-        nets = _critics(model_name, dims, hp)
+    def __init__(self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device,
+                 facts: dict):  # fmt: skip
+        super().__init__(data, settings)
+        self.policy = _policy(model_name, dims, settings).to(device)
+        nets = _critics(model_name, dims, settings)
         self.critic = nets["critic"].to(device)
         self.vf = nets["value"].to(device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
@@ -120,13 +117,13 @@ class IQLLearner(value.Learner):
             "critic_target": self.critic_target,
         }
         self.optimizers = {
-            "actor": value.adam(self.policy, hp["actor_lr"], device),
-            "critic": value.adam(self.critic, hp["critic_lr"], device),
-            "value": value.adam(self.vf, hp["value_lr"], device),
+            "actor": value.adam(self.policy, settings["actor_lr"], device),
+            "critic": value.adam(self.critic, settings["critic_lr"], device),
+            "value": value.adam(self.vf, settings["value_lr"], device),
         }
-        if hp["cosine_schedule"]:
+        if settings["cosine_schedule"]:
             self.schedulers = {
-                "actor": torch.optim.lr_scheduler.LambdaLR(self.optimizers["actor"], cosine_factor(hp["steps"]))
+                "actor": torch.optim.lr_scheduler.LambdaLR(self.optimizers["actor"], cosine_factor(settings["steps"]))
             }
 
     @staticmethod
@@ -136,7 +133,7 @@ class IQLLearner(value.Learner):
         opt.step()
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
-        hp = self.hp
+        settings = self.settings
         s, a, r = batch["states"], batch["actions"], batch["rewards"]
         s2, not_done, w = batch["next_states"], batch["not_done"], batch["preferences"]
         with torch.no_grad():
@@ -146,37 +143,29 @@ class IQLLearner(value.Learner):
         v = self.vf(s, w)
         diff = target_q - v
         u = (w * diff).sum(-1).detach()
-        weight = torch.abs(hp["expectile"] - (u < 0).float())
+        weight = torch.abs(settings["expectile"] - (u < 0).float())
         value_loss = (weight * diff.pow(2).sum(-1)).mean()
         self._step(self.optimizers["value"], value_loss)
 
-        y = r + hp["discount"] * not_done * next_v
+        y = r + settings["discount"] * not_done * next_v
         q1, q2 = self.critic(s, a, w)
         critic_loss = (F.mse_loss(q1, y) + F.mse_loss(q2, y)) / 2
         self._step(self.optimizers["critic"], critic_loss)
 
-        weights = torch.exp(hp["temperature"] * u).clamp(max=hp["adv_clip"])
+        weights = torch.exp(settings["temperature"] * u).clamp(max=settings["adv_clip"])
         actor_loss = -(weights * self.policy.log_prob(s, w, a)).mean()
         self._step(self.optimizers["actor"], actor_loss)
         for sched in self.schedulers.values():
             sched.step()
-        value.soft_update(self.critic_target, self.critic, hp["tau"])
+        value.soft_update(self.critic_target, self.critic, settings["tau"])
         return critic_loss.detach()
 
 
-FAMILY = value.FamilySpec(
-    name=NAME,
-    models=MODELS,
-    checkpoint_format=CHECKPOINT_FORMAT,
-    partial_format=PARTIAL_FORMAT,
-    format_version=CHECKPOINT_FORMAT_VERSION,
-    definitions=DEFINITIONS,
-    resolve_settings=resolve_settings,
-    make_learner=IQLLearner,
-    build_policy=_policy,
-    build_critics=_critics,
-    relabels=True,
-)
+def build_agent(ckpt: dict, device: torch.device) -> value.ValueAgent:
+    """The batched evaluation agent of a checked checkpoint (:func:`morl.trainer.load_agent`)."""
+    return value.build_agent(_policy(ckpt["model_name"], value.dims_of(ckpt), ckpt["settings"]), ckpt, device)
 
 
-train, load_agent, load_critics = value.entry_points(FAMILY)
+def load_critics(path) -> dict[str, torch.nn.Module]:
+    """The value networks of a final checkpoint of this family, by name (CPU, eval mode)."""
+    return value.load_critics(family("iql"), path, _critics)

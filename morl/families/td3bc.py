@@ -28,75 +28,72 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from morl.families import value
-from morl.families.value import Dims, Policy, TwinCritic
+from morl import settings as rules
+from morl.families import family, value
+from morl.families.value import Policy, TwinCritic
+from morl.trainer import Dims
 
-NAME = "td3bc"
-MODELS = {"td3bc-p": "TD3+BC(P)"}
-CHECKPOINT_FORMAT = "morl-td3bc-agent"
-PARTIAL_FORMAT = "morl-td3bc-training-state"
-CHECKPOINT_FORMAT_VERSION = 1
-DEFINITIONS = ("statistics_from",)
+# What the training core (morl.trainer) reads from a family module beyond the settings and the
+# learner: the value-based families share their checkpoint format and their view of the data.
+DEFINITIONS = value.DEFINITIONS
+FORMAT_VERSION = value.FORMAT_VERSION
+READS_VERSIONS = value.READS_VERSIONS
+CHECKPOINT_KEYS = value.CHECKPOINT_KEYS
+prepare = value.prepare
 
 
 @dataclass(frozen=True)
 class Settings:
-    steps: int = 1_000_000
-    batch_size: int = 256
-    checkpoint_every: int = 1000
-    hidden: int = 256
-    depth: int = 2
-    statistics_from: str = "dataset"
-    discount: float = 0.99
-    tau: float = 0.005
-    reward_scale: float = 1.0
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    policy_noise: float = 0.2
-    noise_clip: float = 0.5
-    policy_freq: int = 2
-    alpha: float = 2.5
-    relabel: float = 0.5
+    steps: int = 1_000_000  # critic updates (the paper: 1M)
+    batch_size: int = 256  # transitions per batch (the paper)
+    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not the paper's
+    hidden: int = 256  # hidden width of actor and critics (the paper)
+    depth: int = 2  # hidden layers (the paper: two of 256)
+    statistics_from: str = "dataset"  # state statistics of the training dataset (the paper's)
+    discount: float = 0.99  # discount factor (the paper)
+    tau: float = 0.005  # Polyak rate of the targets (the paper)
+    reward_scale: float = 1.0  # one factor on every objective's reward (the paper: none)
+    actor_lr: float = 3e-4  # actor learning rate (the paper)
+    critic_lr: float = 3e-4  # critic learning rate (the paper)
+    policy_noise: float = 0.2  # std of the target policy's smoothing noise (the paper)
+    noise_clip: float = 0.5  # clip of that noise (the paper)
+    policy_freq: int = 2  # critic updates per actor update (the paper)
+    alpha: float = 2.5  # weight of the Q term against behavior cloning (the paper)
+    relabel: float = 0.5  # share of each batch with fresh Dirichlet(1) preferences (this project's behavior policies')
 
 
 RULES = {
     **value.COMMON_RULES,
-    "actor_lr": value.positive(),
-    "critic_lr": value.positive(),
-    "policy_noise": value.non_negative(),
-    "noise_clip": value.non_negative(),
-    "policy_freq": value.at_least(1),
-    "alpha": value.non_negative(),
-    "relabel": value.between(0.0, 1.0),
+    "actor_lr": rules.positive(),
+    "critic_lr": rules.positive(),
+    "policy_noise": rules.non_negative(),
+    "noise_clip": rules.non_negative(),
+    "policy_freq": rules.at_least(1),
+    "alpha": rules.non_negative(),
+    "relabel": rules.between(0.0, 1.0),
 }
 
 
-def resolve_settings(values: dict | None = None) -> dict[str, Any]:
-    """``values`` with the :class:`Settings` defaults filled in and checked (InputError naming the key)."""
-    return value.resolve_settings_of(Settings, values, "TD3+BC(P)", RULES)
+def _policy(model_name: str, dims: Dims, settings: dict) -> Policy:
+    return Policy(dims, settings["hidden"], settings["depth"], conditioned=True, head="deterministic")
 
 
-def _policy(model_name: str, dims: Dims, hp: dict) -> Policy:
-    return Policy(dims, hp["hidden"], hp["depth"], conditioned=True, head="deterministic")
+def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.Module]:
+    return {"critic": TwinCritic(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True)}
 
 
-def _critics(model_name: str, dims: Dims, hp: dict) -> dict[str, torch.nn.Module]:
-    return {"critic": TwinCritic(dims, dims.n_obj, hp["hidden"], hp["depth"], conditioned=True)}
-
-
-class TD3BCLearner(value.Learner):
+class Learner(value.ValueLearner):
     critics = ("critic",)
 
-    def __init__(self, model_name: str, dims: Dims, hp: dict, device: torch.device):
-        super().__init__()
-        self.hp = hp
-        self.policy = _policy(model_name, dims, hp).to(device)
-        self.critic = _critics(model_name, dims, hp)["critic"].to(device)
+    def __init__(self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device,
+                 facts: dict):  # fmt: skip
+        super().__init__(data, settings)
+        self.policy = _policy(model_name, dims, settings).to(device)
+        self.critic = _critics(model_name, dims, settings)["critic"].to(device)
         self.policy_target = copy.deepcopy(self.policy).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.modules = {
@@ -106,19 +103,21 @@ class TD3BCLearner(value.Learner):
             "critic_target": self.critic_target,
         }
         self.optimizers = {
-            "actor": value.adam(self.policy, hp["actor_lr"], device),
-            "critic": value.adam(self.critic, hp["critic_lr"], device),
+            "actor": value.adam(self.policy, settings["actor_lr"], device),
+            "critic": value.adam(self.critic, settings["critic_lr"], device),
         }
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
-        hp = self.hp
+        settings = self.settings
         s, a, r = batch["states"], batch["actions"], batch["rewards"]
         s2, not_done, w = batch["next_states"], batch["not_done"], batch["preferences"]
         with torch.no_grad():
-            noise = (torch.randn_like(a) * hp["policy_noise"]).clamp(-hp["noise_clip"], hp["noise_clip"])
+            noise = (torch.randn_like(a) * settings["policy_noise"]).clamp(
+                -settings["noise_clip"], settings["noise_clip"]
+            )
             a2 = (self.policy_target(s2, w) + noise).clamp(-1.0, 1.0)
             target_q = value.min_scalarised(*self.critic_target(s2, a2, w), w)
-            y = r + hp["discount"] * not_done * target_q
+            y = r + settings["discount"] * not_done * target_q
         q1, q2 = self.critic(s, a, w)
         critic_loss = F.mse_loss(q1, y) + F.mse_loss(q2, y)
         opt = self.optimizers["critic"]
@@ -126,33 +125,25 @@ class TD3BCLearner(value.Learner):
         critic_loss.backward()
         opt.step()
 
-        if (step + 1) % hp["policy_freq"] == 0:
+        if (step + 1) % settings["policy_freq"] == 0:
             pi = self.policy(s, w)
             q = (self.critic.first(s, pi, w) * w).sum(-1)
-            lam = hp["alpha"] / q.abs().mean().detach().clamp_min(1e-6)
+            lam = settings["alpha"] / q.abs().mean().detach().clamp_min(1e-6)
             actor_loss = -lam * q.mean() + F.mse_loss(pi, a)
             opt = self.optimizers["actor"]
             opt.zero_grad(set_to_none=True)
             actor_loss.backward()
             opt.step()
-            value.soft_update(self.policy_target, self.policy, hp["tau"])
-            value.soft_update(self.critic_target, self.critic, hp["tau"])
+            value.soft_update(self.policy_target, self.policy, settings["tau"])
+            value.soft_update(self.critic_target, self.critic, settings["tau"])
         return critic_loss.detach()
 
 
-FAMILY = value.FamilySpec(
-    name=NAME,
-    models=MODELS,
-    checkpoint_format=CHECKPOINT_FORMAT,
-    partial_format=PARTIAL_FORMAT,
-    format_version=CHECKPOINT_FORMAT_VERSION,
-    definitions=DEFINITIONS,
-    resolve_settings=resolve_settings,
-    make_learner=TD3BCLearner,
-    build_policy=_policy,
-    build_critics=_critics,
-    relabels=True,
-)
+def build_agent(ckpt: dict, device: torch.device) -> value.ValueAgent:
+    """The batched evaluation agent of a checked checkpoint (:func:`morl.trainer.load_agent`)."""
+    return value.build_agent(_policy(ckpt["model_name"], value.dims_of(ckpt), ckpt["settings"]), ckpt, device)
 
 
-train, load_agent, load_critics = value.entry_points(FAMILY)
+def load_critics(path) -> dict[str, torch.nn.Module]:
+    """The value networks of a final checkpoint of this family, by name (CPU, eval mode)."""
+    return value.load_critics(family("td3bc"), path, _critics)

@@ -1,4 +1,4 @@
-"""The PEDA policy networks: MODT, MORvS and BC, each with a (P) variant.
+"""PEDA's policy networks: MODT, MORvS and BC, each with a (P) variant.
 
 Every agent acts on a normalised state ``s_t`` and may be conditioned on the trajectory's
 preference ``w`` and on the preference-weighted multi-objective return-to-go
@@ -20,8 +20,8 @@ name        display    policy input
 
 ``T`` is the episode cap (``max_episode_steps``, 500 in D4MORL). All networks end in a tanh
 squashed to the action bounds. The modules here are pure networks: state normalisation and
-return-to-go bookkeeping live in :mod:`morl.training` (for batches of data) and
-:mod:`morl.agents` (for rollouts).
+return-to-go bookkeeping live in :mod:`morl.families.peda` (for batches of data) and
+:mod:`morl.families.peda_agent` (for rollouts).
 
 Both families share one call signature, ``model(states, actions, preferences, returns_to_go,
 timesteps, mask=None)``; the MLPs take one step per row (tensors ``(B, dim)``), MODT takes a
@@ -30,84 +30,20 @@ window of ``K`` steps per row (tensors ``(B, K, dim)``) and predicts an action a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from morl.errors import InputError
-from morl.families import family
-
-#: PEDA's six models and their display names, as the family registry lists them.
-MODEL_NAMES = tuple(m.name for m in family("peda").models)
-DISPLAY_NAMES = {m.name: m.display for m in family("peda").models}
-
-
-@dataclass(frozen=True)
-class PedaSettings:
-    """The PEDA models' training settings, with the defaults of PEDA (Zhu et al. 2023) and its code.
-
-    ``steps`` is the RvS/BC budget; MODT's budget is per environment and comes from the config.
-    ``docs/protocol.md`` describes every key; a config sets them as the top-level ``train`` keys.
-    """
-
-    steps: int = 100_000
-    batch_size: int = 64
-    lr: float = 1e-4
-    weight_decay: float = 1e-3
-    warmup_steps: int = 10_000
-    return_scale: float = 1e-3
-    checkpoint_every: int = 1000
-    hidden: int = 512
-    depth: int = 3
-    embed_dim: int = 512
-    n_layer: int = 3
-    n_head: int = 1
-    dropout: float = 0.1
-    context_length: int = 20
-    eval_context_length: int = 5
-    grad_clip: float = 0.25
-    returns_to_go: str = "peda"
-    statistics_from: str = "expert-high"
-
-
-#: :class:`PedaSettings`' defaults as a dict.
-DEFAULT_HP: dict[str, Any] = asdict(PedaSettings())
-
-#: Normalised states are clipped to [-STATE_CLIP, STATE_CLIP], in training and in rollouts.
-STATE_CLIP = 10.0
-
-#: Training definitions of the return-to-go (see :mod:`morl.training` and ``docs/protocol.md``).
-RETURNS_TO_GO = ("peda", "weighted")
-#: Where state statistics and the target regression come from: the env's expert-high dataset or
-#: the training dataset itself.
-STATISTICS_FROM = ("expert-high", "dataset")
-
-_INT_KEYS = {
-    "steps": 1,
-    "batch_size": 1,
-    "warmup_steps": 0,
-    "checkpoint_every": 0,
-    "hidden": 1,
-    "depth": 1,
-    "embed_dim": 1,
-    "n_layer": 1,
-    "n_head": 1,
-    "context_length": 1,
-    "eval_context_length": 1,
-}
-_FLOAT_KEYS = {"lr", "weight_decay", "return_scale", "dropout", "grad_clip"}
-_CHOICE_KEYS = {"returns_to_go": RETURNS_TO_GO, "statistics_from": STATISTICS_FROM}
+#: PEDA's six models, in table order.
+MODEL_NAMES = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
 
 
 def check_model_name(name: str) -> str:
     """Return ``name`` if it is one of :data:`MODEL_NAMES`, else raise a ValueError listing them."""
     if name not in MODEL_NAMES:
-        raise InputError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+        raise ValueError(f"unknown model {name!r}; PEDA's models: {', '.join(MODEL_NAMES)}")
     return name
 
 
@@ -121,54 +57,14 @@ def is_bc(name: str) -> bool:
     return check_model_name(name) in ("bc", "bc-p")
 
 
-def window_length(name: str, hp: dict) -> int | None:
+def window_length(name: str, settings: dict) -> int | None:
     """Steps per training sample: ``context_length`` for MODT and BC, None (one step) for MORvS."""
-    return None if check_model_name(name).startswith("rvs") else int(hp["context_length"])
+    return None if check_model_name(name).startswith("rvs") else int(settings["context_length"])
 
 
 def uses_preference(name: str) -> bool:
     """True for the (P) variants, which receive the preference ``w`` as an explicit input."""
     return check_model_name(name).endswith("-p")
-
-
-def resolve_hp(hp: dict | None) -> dict[str, Any]:
-    """Fill missing hyperparameters from :data:`DEFAULT_HP` and check every value.
-
-    Unknown keys are rejected (a typo would otherwise be silently ignored). Integers must be
-    whole numbers at or above their minimum; ``lr`` and ``return_scale`` must be positive,
-    ``weight_decay`` and ``grad_clip`` non-negative (``grad_clip`` 0 disables clipping),
-    ``dropout`` in [0, 1), ``embed_dim`` divisible by ``n_head``, and ``returns_to_go`` and
-    ``statistics_from`` one of :data:`RETURNS_TO_GO` and :data:`STATISTICS_FROM`.
-    """
-    hp = dict(hp or {})
-    unknown = sorted(set(hp) - set(DEFAULT_HP))
-    if unknown:
-        raise InputError(f"unknown hyperparameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_HP)}")
-    out = {**DEFAULT_HP, **hp}
-    for key, minimum in _INT_KEYS.items():
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise InputError(f"hyperparameter {key!r} must be an integer, got {value!r}")
-        out[key] = int(value)
-        if out[key] < minimum:
-            raise InputError(f"hyperparameter {key!r} must be >= {minimum}, got {value!r}")
-    for key in _FLOAT_KEYS:
-        value = out[key]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise InputError(f"hyperparameter {key!r} must be a finite number, got {value!r}")
-        out[key] = float(value)
-    for key, choices in _CHOICE_KEYS.items():
-        if out[key] not in choices:
-            raise InputError(f"hyperparameter {key!r} must be one of {', '.join(choices)}, got {out[key]!r}")
-    if out["lr"] <= 0 or out["return_scale"] <= 0:
-        raise InputError("hyperparameters 'lr' and 'return_scale' must be positive")
-    if out["weight_decay"] < 0 or out["grad_clip"] < 0:
-        raise InputError("hyperparameters 'weight_decay' and 'grad_clip' must be >= 0")
-    if not 0.0 <= out["dropout"] < 1.0:
-        raise InputError(f"hyperparameter 'dropout' must be in [0, 1), got {out['dropout']!r}")
-    if out["embed_dim"] % out["n_head"]:
-        raise InputError(f"'embed_dim' ({out['embed_dim']}) must be divisible by 'n_head' ({out['n_head']})")
-    return out
 
 
 class ActionHead(nn.Module):
@@ -416,7 +312,7 @@ def build_model(
     obs_dim: int,
     act_dim: int,
     n_obj: int,
-    hp: dict,
+    settings: dict,
     *,
     act_low: Sequence[float] | None = None,
     act_high: Sequence[float] | None = None,
@@ -424,8 +320,8 @@ def build_model(
 ) -> nn.Module:
     """Build the network for one of :data:`MODEL_NAMES`.
 
-    ``hp`` uses ``hidden``/``depth``/``dropout`` for the MLPs and ``embed_dim``/``n_layer``/
-    ``n_head``/``dropout`` for MODT (missing keys take :data:`DEFAULT_HP`). Action bounds default
+    ``settings`` (PEDA's, resolved) give ``hidden``/``depth``/``dropout`` for the MLPs and
+    ``embed_dim``/``n_layer``/``n_head``/``dropout`` for MODT. Action bounds default
     to [-1, 1] per dimension; ``max_episode_steps`` is ``T`` in MORvS's ``g / (T - t)`` and the
     size of MODT's timestep embedding. BC stacks ``context_length`` states.
     """
@@ -434,7 +330,6 @@ def build_model(
     for key, value in dims.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{key} must be a positive integer, got {value!r}")
-    hp = resolve_hp(hp)
     act_low = [-1.0] * act_dim if act_low is None else [float(x) for x in act_low]
     act_high = [1.0] * act_dim if act_high is None else [float(x) for x in act_high]
     common = dict(act_low=act_low, act_high=act_high, max_episode_steps=max_episode_steps)
@@ -444,10 +339,10 @@ def build_model(
             act_dim,
             n_obj,
             condition_on_preference=uses_preference(name),
-            embed_dim=hp["embed_dim"],
-            n_layer=hp["n_layer"],
-            n_head=hp["n_head"],
-            dropout=hp["dropout"],
+            embed_dim=settings["embed_dim"],
+            n_layer=settings["n_layer"],
+            n_head=settings["n_head"],
+            dropout=settings["dropout"],
             **common,
         )
     return MLPPolicy(
@@ -456,9 +351,9 @@ def build_model(
         n_obj,
         condition_on_preference=uses_preference(name),
         condition_on_return=name.startswith("rvs"),
-        hidden=hp["hidden"],
-        depth=hp["depth"],
-        dropout=hp["dropout"],
-        history=window_length(name, hp),
+        hidden=settings["hidden"],
+        depth=settings["depth"],
+        dropout=settings["dropout"],
+        history=window_length(name, settings),
         **common,
     )

@@ -1,6 +1,6 @@
-"""Trained PEDA agents as batched policies for evaluation.
+"""PEDA's trained agents as batched policies for evaluation.
 
-:func:`load_agent` reads a final checkpoint written by :func:`morl.training.train` and returns
+:func:`build_agent` makes, from a checked final checkpoint (:func:`morl.trainer.load_agent`),
 an :class:`Agent` that acts for ``B`` environments at once (one network forward per step for
 the whole batch). The evaluation loop is::
 
@@ -21,118 +21,14 @@ share the timestep because they start together.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from morl.errors import InputError
-from morl.models import MODEL_NAMES, STATE_CLIP, build_model, is_bc, is_transformer, resolve_hp
+from morl.families.peda_networks import build_model, is_bc, is_transformer
 from morl.rollout import as_batch
-from morl.runtime import resolve_device
-from morl.torch_io import TorchFileError, load_torch
-
-CHECKPOINT_FORMAT = "morl-peda-agent"
-PARTIAL_FORMAT = "morl-peda-training-state"
-#: 2: BC on stacked states, actions in [-1, 1] units, clipped states, the training definitions.
-CHECKPOINT_FORMAT_VERSION = 2
-
-#: The training definitions a checkpoint records and an evaluation must agree with.
-TRAINING_DEFINITIONS = ("returns_to_go", "statistics_from")
-
-#: Keys every final checkpoint holds (see :func:`morl.training.train`).
-CHECKPOINT_KEYS = (
-    "format",
-    "format_version",
-    "model_name",
-    "obs_dim",
-    "act_dim",
-    "n_obj",
-    "hp",
-    "state_dict",
-    "obs_mean",
-    "obs_std",
-    "return_scale",
-    "returns_to_go",
-    "statistics_from",
-    "reference_dataset",
-    "reference_dataset_sha256",
-    "max_episode_steps",
-    "act_low",
-    "act_high",
-    "dataset_path",
-    "dataset_sha256",
-    "morl_version",
-)
-
-
-class CheckpointError(InputError):
-    """A checkpoint file is missing, unreadable, foreign or inconsistent."""
-
-    def __init__(self, path: os.PathLike | str, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path = str(path)
-        self.problem = problem
-
-
-def read_checkpoint_dict(path: os.PathLike | str) -> dict[str, Any]:
-    """The dict a final checkpoint file of any family holds, read with ``weights_only=True``; a
-    missing or unreadable file, one that holds no dict, or a partial training state (whose format
-    ends in ``-training-state``) raises :class:`CheckpointError` naming the file."""
-    if not Path(path).is_file():
-        raise CheckpointError(path, "checkpoint file does not exist")
-    try:
-        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
-    except TorchFileError as exc:
-        raise CheckpointError(path, exc.problem) from exc.__cause__
-    if not isinstance(ckpt, dict):
-        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
-    fmt = ckpt.get("format")
-    if isinstance(fmt, str) and fmt.endswith("-training-state"):
-        raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
-    return ckpt
-
-
-def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
-    """Read and check a final agent checkpoint (``torch.load(weights_only=True)``).
-
-    Raises :class:`CheckpointError` (a ValueError naming the file) when the file is missing,
-    is not a torch file, holds anything but plain types and tensors, is a partial training
-    state, or lacks keys / has inconsistent ones.
-    """
-    path = Path(path)
-    ckpt = read_checkpoint_dict(path)
-    if ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(path, f"not a morl agent checkpoint (format {ckpt.get('format')!r})")
-    if ckpt.get("format_version") != CHECKPOINT_FORMAT_VERSION:
-        raise CheckpointError(
-            path,
-            f"checkpoint format version {ckpt.get('format_version')!r} is not supported "
-            f"(expected {CHECKPOINT_FORMAT_VERSION})",
-        )
-    missing = [k for k in CHECKPOINT_KEYS if k not in ckpt]
-    if missing:
-        raise CheckpointError(path, f"checkpoint lacks key(s) {', '.join(missing)}")
-    if ckpt["model_name"] not in MODEL_NAMES:
-        raise CheckpointError(path, f"unknown model {ckpt['model_name']!r}")
-    for key in ("obs_dim", "act_dim", "n_obj", "max_episode_steps"):
-        if not isinstance(ckpt[key], int) or ckpt[key] < 1:
-            raise CheckpointError(path, f"{key!r} must be a positive integer, found {ckpt[key]!r}")
-    for key, size in (("obs_mean", ckpt["obs_dim"]), ("obs_std", ckpt["obs_dim"])):
-        if not isinstance(ckpt[key], torch.Tensor) or tuple(ckpt[key].shape) != (size,):
-            raise CheckpointError(path, f"{key!r} must be a tensor of shape ({size},)")
-    for key in ("act_low", "act_high"):
-        if len(ckpt[key]) != ckpt["act_dim"]:
-            raise CheckpointError(path, f"{key!r} must have act_dim={ckpt['act_dim']} entries")
-    if not isinstance(ckpt["state_dict"], dict):
-        raise CheckpointError(path, "'state_dict' is not a dict of tensors")
-    try:
-        ckpt["hp"] = resolve_hp(ckpt["hp"])
-    except ValueError as exc:
-        raise CheckpointError(path, f"invalid hyperparameters ({exc})") from exc
-    return ckpt
+from morl.trainer import STATE_CLIP
 
 
 class Agent:
@@ -155,9 +51,6 @@ class Agent:
         n_obj: int,
         act_dim: int,
         device: torch.device,
-        source: str | None = None,
-        seed: int | None = None,
-        training: dict | None = None,
     ):
         self.model = model.to(device).eval()
         self.model_name = model_name
@@ -174,10 +67,10 @@ class Agent:
         self.obs_dim = int(obs_mean.shape[0])
         self.n_obj = int(n_obj)
         self.act_dim = int(act_dim)
-        self.source = source
-        self.seed = seed  # the training seed, for provenance
-        # how and on what it was trained: returns_to_go, statistics_from, reference, env_id, dataset
-        self.training = dict(training or {})
+        # what it is and how it was trained (the training core sets these when it loads a checkpoint)
+        self.seed: int | None = None
+        self.source: str | None = None
+        self.training: dict[str, Any] = {}
         self.batch_size = 0
         self.timestep = 0
         self._awaiting_observe = False
@@ -269,40 +162,20 @@ class Agent:
         return self._g.cpu().numpy()
 
 
-def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu", definitions: dict | None = None) -> Agent:
-    """Load a final checkpoint as a batched evaluation :class:`Agent`.
-
-    A missing, corrupt or foreign file raises :class:`CheckpointError` (a ValueError naming
-    the file). ``device`` is ``"cpu"``, ``"cuda[:i]"`` or ``"auto"``. ``definitions``: the
-    ``returns_to_go`` and ``statistics_from`` the caller expects; a checkpoint trained under
-    others is refused.
-    """
-    ckpt = load_checkpoint(checkpoint_path)
-    if definitions is not None:
-        trained = {k: ckpt[k] for k in TRAINING_DEFINITIONS}
-        wanted = {k: definitions[k] for k in TRAINING_DEFINITIONS}
-        if trained != wanted:
-            say = lambda d: ", ".join(f"{k}: {v}" for k, v in d.items())  # noqa: E731
-            raise CheckpointError(
-                checkpoint_path,
-                f"trained with {say(trained)}, but the settings say {say(wanted)}; evaluate it with the "
-                "settings it was trained with, or retrain it",
-            )
-    dev = resolve_device(device)
-    try:
-        model = build_model(
-            ckpt["model_name"],
-            ckpt["obs_dim"],
-            ckpt["act_dim"],
-            ckpt["n_obj"],
-            ckpt["hp"],
-            act_low=ckpt["act_low"],
-            act_high=ckpt["act_high"],
-            max_episode_steps=ckpt["max_episode_steps"],
-        )
-        model.load_state_dict(ckpt["state_dict"], strict=True)
-    except (RuntimeError, ValueError) as exc:
-        raise CheckpointError(checkpoint_path, f"weights do not fit the model ({exc})") from exc
+def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
+    """The :class:`Agent` of a checked final checkpoint (:func:`morl.trainer.load_checkpoint`)."""
+    settings = ckpt["settings"]
+    model = build_model(
+        ckpt["model_name"],
+        ckpt["obs_dim"],
+        ckpt["act_dim"],
+        ckpt["n_obj"],
+        settings,
+        act_low=ckpt["act_low"],
+        act_high=ckpt["act_high"],
+        max_episode_steps=ckpt["max_episode_steps"],
+    )
+    model.load_state_dict(ckpt["state_dict"], strict=True)
     return Agent(
         model,
         model_name=ckpt["model_name"],
@@ -310,24 +183,8 @@ def load_agent(checkpoint_path: os.PathLike | str, device: str = "cpu", definiti
         obs_std=ckpt["obs_std"],
         return_scale=ckpt["return_scale"],
         max_episode_steps=ckpt["max_episode_steps"],
-        context_length=ckpt["hp"]["eval_context_length"],
+        context_length=settings["eval_context_length"],
         n_obj=ckpt["n_obj"],
         act_dim=ckpt["act_dim"],
-        device=dev,
-        source=str(checkpoint_path),
-        seed=ckpt.get("seed"),
-        training={
-            **{
-                k: ckpt[k]
-                for k in (
-                    *TRAINING_DEFINITIONS,
-                    "reference_dataset",
-                    "reference_dataset_sha256",
-                    "dataset_path",
-                    "dataset_sha256",
-                )
-            },
-            "env_id": ckpt.get("env_id"),
-            "hp": ckpt["hp"],
-        },
+        device=device,
     )

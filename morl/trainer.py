@@ -1,0 +1,602 @@
+"""The one training loop every agent family runs, and the checkpoint files it writes and reads.
+
+The loop knows no family. A family (a plugin module, listed in :mod:`morl.families`) hands it:
+
+- ``Settings``, ``RULES`` and optionally ``check_settings``: its settings (:mod:`morl.settings`);
+- ``DEFINITIONS``: the training definitions its checkpoints record and an evaluation must agree
+  with (at least ``statistics_from``);
+- ``prepare(ds, settings, device, stats, facts)``: the dataset as tensors on the device, an
+  object with the ``obs_mean``/``obs_std`` the states were normalised with;
+- ``Learner(model_name, data, dims, settings, device, facts)``: a :class:`Learner`, its networks
+  initialised from torch's global generator;
+- ``FORMAT_VERSION`` and ``READS_VERSIONS``: the checkpoint format version it writes and those it
+  still reads; ``CHECKPOINT_KEYS``: the keys its checkpoints hold beyond :data:`CHECKPOINT_KEYS`;
+- ``build_agent(ckpt, device)``: the batched evaluation agent of a checked checkpoint.
+
+What the loop does for every family (:func:`train`): the dataset is read and checked against
+its env (:func:`dataset_facts`), the state statistics come from the dataset or the env's
+expert-high dataset (``statistics_from``, :func:`resolve_reference`); all randomness comes from
+the seed: a CPU ``torch.Generator`` draws the batches and the networks' initialisation and the
+algorithms' own noise use torch's global generator, seeded inside ``torch.random.fork_rng`` so
+the caller's state is left alone. Every ``checkpoint_every`` steps the whole training state
+(learner, both generators, step, curve) goes atomically to ``<checkpoint>.partial``; a rerun of
+the same run (same family, model, seed, settings, dataset, reference dataset, device type and
+package version) continues from it and ends, on the CPU, with bit-identical weights; the same
+inputs give byte-identical checkpoint files (:func:`morl.torch_io.save_torch`).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from morl import __version__
+from morl.data import Dataset, FileMismatchError, atomic_write, file_sha256, load_dataset, read_meta, short_hash
+from morl.envs import get_spec
+from morl.errors import InputError
+from morl.progress import Progress
+from morl.runtime import resolve_device
+from morl.torch_io import TorchFileError, load_torch, save_torch
+
+log = logging.getLogger(__name__)
+
+#: D4MORL's episode cap, for datasets whose metadata does not say.
+DEFAULT_MAX_EPISODE_STEPS = 500
+#: Normalised states are clipped to [-STATE_CLIP, STATE_CLIP], in training and in rollouts.
+STATE_CLIP = 10.0
+#: The format of a partial training state (``<checkpoint>.partial``), for every family.
+PARTIAL_FORMAT = "morl-training-state"
+
+#: Keys every final checkpoint holds, whatever its family (a family adds its own).
+CHECKPOINT_KEYS = (
+    "format",
+    "format_version",
+    "model_name",
+    "obs_dim",
+    "act_dim",
+    "n_obj",
+    "settings",
+    "state_dict",
+    "obs_mean",
+    "obs_std",
+    "statistics_from",
+    "reference_dataset",
+    "reference_dataset_sha256",
+    "max_episode_steps",
+    "act_low",
+    "act_high",
+    "dataset_path",
+    "dataset_sha256",
+    "morl_version",
+)
+
+
+class CheckpointError(InputError):
+    """A checkpoint file is missing, unreadable, foreign or inconsistent."""
+
+    def __init__(self, path: os.PathLike | str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Dims:
+    """The sizes of a dataset's env: observation, action and objective counts."""
+
+    obs_dim: int
+    act_dim: int
+    n_obj: int
+
+
+# --------------------------------------------------------------------------- the dataset
+def observation_stats(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-dimension mean and std of the dataset states (float32); a constant dimension gets std 1."""
+    obs = np.asarray(observations, dtype=np.float64)
+    mean = obs.mean(axis=0)
+    std = obs.std(axis=0)
+    std = np.where(std < 1e-6, 1.0, std)
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def normalise_actions(actions: np.ndarray, low, high) -> np.ndarray:
+    """Actions clipped to the bounds ``[low, high]`` and mapped onto [-1, 1] (float32, a new array)."""
+    low = np.asarray(low, np.float32)
+    high = np.asarray(high, np.float32)
+    out = np.clip(actions, low, high)
+    out -= (high + low) / 2
+    out /= (high - low) / 2
+    return out
+
+
+def dataset_facts(ds: Dataset, path: Path) -> dict[str, Any]:
+    """Episode cap and action bounds of the dataset's environment, checked against the data."""
+    meta = ds.meta
+    try:
+        max_steps = int(meta.get("max_episode_steps", DEFAULT_MAX_EPISODE_STEPS))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{path}: metadata 'max_episode_steps' is not an integer") from exc
+    if max_steps < 1:
+        raise InputError(f"{path}: metadata 'max_episode_steps' must be positive, got {max_steps}")
+    if int(ds.steps.max()) >= max_steps:
+        raise InputError(
+            f"{path}: a trajectory has {int(ds.steps.max()) + 1} steps, more than max_episode_steps={max_steps}"
+        )
+    if "act_low" in meta and "act_high" in meta:
+        low, high = meta["act_low"], meta["act_high"]
+    else:
+        env_id = meta.get("env_id")
+        try:
+            spec = get_spec(env_id)
+        except (ImportError, ValueError, TypeError) as exc:
+            raise InputError(
+                f"{path}: metadata has no 'act_low'/'act_high' and the action bounds of env id "
+                f"{env_id!r} are unknown ({exc})"
+            ) from exc
+        low, high = spec.act_low, spec.act_high
+    low = [float(x) for x in np.asarray(low, dtype=np.float64).reshape(-1)]
+    high = [float(x) for x in np.asarray(high, dtype=np.float64).reshape(-1)]
+    if len(low) != ds.act_dim or len(high) != ds.act_dim:
+        raise InputError(f"{path}: action bounds have {len(low)} entries but actions have {ds.act_dim}")
+    tol = 1e-4
+    if np.any(ds.actions < np.asarray(low) - tol) or np.any(ds.actions > np.asarray(high) + tol):
+        raise InputError(f"{path}: dataset actions lie outside the action bounds {low} .. {high}")
+    return {"max_episode_steps": max_steps, "act_low": low, "act_high": high}
+
+
+def is_expert_high(meta: dict) -> bool:
+    """True if a dataset's metadata names it the expert, High-H dataset of its env (its complete
+    data: a coverage variant with preference bands cut out is not)."""
+    return meta.get("quality") == "expert" and meta.get("entropy") == "high" and meta.get("coverage") is None
+
+
+def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLike | str) -> Dataset:
+    """The expert-high dataset at ``path`` for the training dataset ``ds`` (read from ``dataset_path``):
+    refused if its metadata names another cell than expert-high, and, naming both files, if the two
+    are for different envs or were collected by different behavior policies."""
+    meta = read_meta(path)  # checked before the (possibly large) file is read
+    differences = []
+    if meta.get("env_id") != ds.meta.get("env_id"):
+        differences.append(f"the reference dataset is for env {meta.get('env_id')!r}, the training dataset for "
+                           f"{ds.meta.get('env_id')!r}")  # fmt: skip
+    ours, theirs = meta.get("behavior_sha256"), ds.meta.get("behavior_sha256")
+    if ours and theirs and ours != theirs:  # imported D4MORL files record no behavior policy
+        differences.append(f"the reference dataset was collected by behavior policy sha256 {short_hash(ours)}, the "
+                           f"training dataset by {short_hash(theirs)}")  # fmt: skip
+    if differences:
+        raise FileMismatchError(path, dataset_path, differences)
+    if "quality" in meta and not is_expert_high(meta):
+        raise InputError(
+            f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
+            f"{meta.get('quality')}-{meta.get('entropy')}"
+            + (f" with coverage {meta['coverage'].get('coverage')!r}" if isinstance(meta.get("coverage"), dict) else "")
+        )
+    return load_dataset(path)
+
+
+def resolve_reference(statistics_from: str, ds: Dataset, dataset_path: os.PathLike | str,
+                      reference_dataset: os.PathLike | str | None) -> Path | None:  # fmt: skip
+    """The expert-high dataset ``statistics_from`` asks for: None for ``dataset`` (a reference is
+    then refused), else ``reference_dataset``, or the training dataset if it is the expert-high one."""
+    if statistics_from == "dataset":
+        if reference_dataset is not None:
+            raise InputError("a reference dataset is used only with statistics_from 'expert-high', not 'dataset'")
+        return None
+    if reference_dataset is not None:
+        return Path(reference_dataset)
+    if not is_expert_high(ds.meta):
+        raise InputError(
+            f"{dataset_path}: statistics_from 'expert-high' needs the env's expert-high dataset as the "
+            "reference dataset (--reference-dataset), unless the dataset is that one itself"
+        )
+    return Path(dataset_path)
+
+
+# --------------------------------------------------------------------------- the learner
+def cpu_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of ``module``'s weights on the CPU."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+class Learner:
+    """A family's networks, optimisers and update rule; a family's subclass fills the dicts in
+    ``__init__`` and sets ``policy``.
+
+    ``modules``: everything with weights (targets included); ``optimizers`` and ``schedulers``;
+    ``policy``: the network the final checkpoint keeps to act (its ``state_dict``);
+    ``policy_optimizer``: the optimiser whose learning rate the curve's ``lr`` column shows.
+    """
+
+    policy: nn.Module
+    policy_optimizer: str = "actor"
+
+    def __init__(self) -> None:
+        self.modules: dict[str, nn.Module] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.schedulers: dict[str, Any] = {}
+
+    def sample(self, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """One batch of ``batch_size`` rows, every draw from the CPU ``generator``."""
+        raise NotImplementedError
+
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+        """One training step on ``batch`` (``step`` counts from 0); returns the curve's loss (detached)."""
+        raise NotImplementedError
+
+    def lr(self) -> float:
+        """The current learning rate of ``policy_optimizer`` (the curve's ``lr`` column)."""
+        return float(self.optimizers[self.policy_optimizer].param_groups[0]["lr"])
+
+    def checkpoint_entries(self) -> dict[str, Any]:
+        """What the family's final checkpoint holds beyond the loop's keys (e.g. the critics)."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "modules": {k: cpu_state_dict(m) for k, m in self.modules.items()},
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k, m in self.modules.items():
+            m.load_state_dict(state["modules"][k])
+        for k, o in self.optimizers.items():
+            o.load_state_dict(state["optimizers"][k])
+        for k, s in self.schedulers.items():
+            s.load_state_dict(state["schedulers"][k])
+
+
+# --------------------------------------------------------------------------- curves and partials
+def curve_interval(steps: int) -> int:
+    """How many optimiser steps one row of the training curve averages (100, fewer for short runs)."""
+    return max(1, min(100, steps // 100))
+
+
+def write_curve(path: os.PathLike | str, rows: list[list[float]]) -> None:
+    """Write the training curve CSV (step, loss, lr) atomically."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["step", "loss", "lr"])
+    for step, loss, lr in rows:
+        writer.writerow([int(step), repr(float(loss)), repr(float(lr))])
+    text = buf.getvalue()
+
+    def write(tmp):
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    atomic_write(path, write)
+
+
+def save_partial(path: Path, state: dict) -> None:
+    """Write the resumable training state atomically (tests wrap this to simulate a kill)."""
+    save_torch(path, state)
+
+
+def load_partial(path: Path, fingerprint: dict) -> dict | None:
+    """The partial state at ``path`` if it exists, is a training state and belongs to this exact run
+    (its ``fingerprint``), else None (with a warning saying why it is ignored)."""
+    if not path.exists():
+        return None
+    try:
+        state = load_torch(path, "partial training state")
+    except TorchFileError as exc:
+        log.warning("ignoring it: %s", exc)
+        return None
+    if not isinstance(state, dict) or state.get("format") != PARTIAL_FORMAT:
+        log.warning("%s: ignoring a file that is not a partial training state of this version; starting afresh", path)
+        return None
+    if state.get("fingerprint") != fingerprint:
+        log.warning("%s: partial state is from a different run (dataset/model/seed/settings); starting afresh", path)
+        return None
+    return state
+
+
+# --------------------------------------------------------------------------- the loop
+def check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def train(
+    family: Any,
+    dataset_path: os.PathLike | str,
+    model_name: str,
+    seed: int,
+    settings: dict | None,
+    checkpoint_path: os.PathLike | str,
+    curve_path: os.PathLike | str | None = None,
+    device: str = "auto",
+    progress: bool = True,
+    expect_env: str | None = None,
+    reference_dataset: os.PathLike | str | None = None,
+) -> dict[str, Any]:
+    """Train ``model_name`` of ``family`` (a :class:`morl.families.Family`) on one dataset and write its
+    final checkpoint atomically to ``checkpoint_path`` (and the curve CSV to ``curve_path``).
+
+    ``settings``: the family's (missing keys take its defaults). ``expect_env``: a dataset made for
+    another env id is refused. ``reference_dataset``: the env's expert-high dataset, whose state
+    statistics normalise the states under ``statistics_from: expert-high``; it may be left out
+    when the training dataset is that one itself, and must be with ``statistics_from: dataset``.
+
+    Returns a summary: ``final_loss`` (mean loss of the last curve interval), ``steps``,
+    ``resumed_from`` (step the run continued from, 0 if fresh), ``samples_per_s`` and
+    ``steps_per_s`` (of this invocation), ``seconds``, ``device``, ``checkpoint``.
+    """
+    module = family.load()
+    display = family.display(family.check_model(model_name))
+    seed = check_seed(seed)
+    settings = family.resolve_settings(settings)
+    dev = resolve_device(device)
+    dataset_path = Path(dataset_path)
+    checkpoint_path = Path(checkpoint_path)
+    partial_path = checkpoint_path.with_name(checkpoint_path.name + ".partial")
+
+    ds = load_dataset(dataset_path, expect_env=expect_env)
+    facts = dataset_facts(ds, dataset_path)
+    dataset_sha = file_sha256(dataset_path)
+    reference_path = resolve_reference(settings["statistics_from"], ds, dataset_path, reference_dataset)
+    stats, reference_sha = None, None
+    if reference_path is not None:
+        same = reference_path == dataset_path
+        stats = observation_stats((ds if same else load_reference(reference_path, ds, dataset_path)).observations)
+        reference_sha = dataset_sha if same else file_sha256(reference_path)
+    if stats is None:
+        stats = observation_stats(ds.observations)
+    data = module.prepare(ds, settings, dev, stats, facts)
+    dims = Dims(ds.obs_dim, ds.act_dim, ds.n_obj)
+    fingerprint = {
+        "family": family.name,
+        "model_name": model_name,
+        "seed": seed,
+        "settings": settings,
+        "dataset_sha256": dataset_sha,
+        "reference_sha256": reference_sha,
+        "device_type": dev.type,
+        "morl_version": __version__,
+    }
+
+    total = settings["steps"]
+    every = curve_interval(total)
+    rng_devices = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
+
+    with torch.random.fork_rng(devices=rng_devices):
+        torch.manual_seed(seed)
+        learner = module.Learner(model_name, data, dims, settings, dev, facts)
+        sampler = torch.Generator(device="cpu")
+        sampler.manual_seed(seed)
+
+        step = 0
+        curve: list[list[float]] = []
+        loss_sum = torch.zeros((), device=dev)
+        loss_count = 0
+        state = load_partial(partial_path, fingerprint)
+        if state is not None:
+            learner.load_state_dict(state["learner"])
+            sampler.set_state(state["sampler_rng"])
+            torch.set_rng_state(state["torch_rng"])
+            if dev.type == "cuda":
+                torch.cuda.set_rng_state(state["cuda_rng"], rng_devices[0])
+            step = int(state["step"])
+            curve = [list(row) for row in state["curve"]]
+            loss_sum.fill_(float(state["loss_sum"]))
+            loss_count = int(state["loss_count"])
+            log.info("%s: resuming from step %d", partial_path, step)
+        resumed_from = step
+
+        bar = Progress(total, f"train {display}", unit="step", enabled=progress, initial=step)
+        t0 = time.perf_counter()
+        while step < total:
+            batch = learner.sample(sampler)
+            lr = learner.lr()
+            loss = learner.update(batch, step)
+            step += 1
+            loss_sum += loss
+            loss_count += 1
+            bar.update(1)
+            if step % every == 0 or step == total:
+                mean_loss = loss_sum.item() / loss_count
+                if not math.isfinite(mean_loss):
+                    raise FloatingPointError(f"training loss became {mean_loss} at step {step}")
+                curve.append([step, mean_loss, lr])
+                loss_sum.zero_()
+                loss_count = 0
+                rate = settings["batch_size"] * (step - resumed_from) / max(time.perf_counter() - t0, 1e-9)
+                bar.update(0, loss=f"{mean_loss:.4g}", samples_s=f"{rate:.0f}")
+            if settings["checkpoint_every"] and step % settings["checkpoint_every"] == 0 and step < total:
+                save_partial(
+                    partial_path,
+                    {
+                        "format": PARTIAL_FORMAT,
+                        "fingerprint": fingerprint,
+                        "step": step,
+                        "learner": learner.state_dict(),
+                        "sampler_rng": sampler.get_state(),
+                        "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state(rng_devices[0]) if dev.type == "cuda" else None,
+                        "curve": curve,
+                        "loss_sum": loss_sum.item(),
+                        "loss_count": loss_count,
+                    },
+                )
+                if curve_path is not None:
+                    write_curve(curve_path, curve)
+        bar.close()
+        seconds = time.perf_counter() - t0
+
+    final_loss = float(curve[-1][1]) if curve else float("nan")
+    checkpoint = {
+        "format": family.checkpoint_format,
+        "format_version": module.FORMAT_VERSION,
+        "family": family.name,
+        "model_name": model_name,
+        "display_name": display,
+        "obs_dim": ds.obs_dim,
+        "act_dim": ds.act_dim,
+        "n_obj": ds.n_obj,
+        "settings": settings,
+        "seed": seed,
+        "state_dict": cpu_state_dict(learner.policy),
+        "obs_mean": torch.from_numpy(np.array(data.obs_mean, np.float32)),
+        "obs_std": torch.from_numpy(np.array(data.obs_std, np.float32)),
+        **{k: settings[k] for k in module.DEFINITIONS},
+        **learner.checkpoint_entries(),
+        "reference_dataset": None if reference_path is None else str(reference_path.resolve()),
+        "reference_dataset_sha256": reference_sha,
+        "max_episode_steps": facts["max_episode_steps"],
+        "act_low": facts["act_low"],
+        "act_high": facts["act_high"],
+        "env_id": ds.meta.get("env_id"),
+        "dataset_path": str(dataset_path.resolve()),
+        "dataset_sha256": dataset_sha,
+        "dataset_meta": dict(ds.meta),
+        "steps": step,
+        "final_loss": final_loss,
+        "morl_version": __version__,
+        "torch_version": str(torch.__version__),
+        "device": str(dev),
+    }
+    save_torch(checkpoint_path, checkpoint)
+    if curve_path is not None:
+        write_curve(curve_path, curve)
+    if partial_path.exists():
+        partial_path.unlink()
+    done_here = step - resumed_from
+    return {
+        "final_loss": final_loss,
+        "steps": step,
+        "resumed_from": resumed_from,
+        "samples_per_s": settings["batch_size"] * done_here / seconds if seconds > 0 else float("nan"),
+        "steps_per_s": done_here / seconds if seconds > 0 else float("nan"),
+        "seconds": seconds,
+        "device": str(dev),
+        "checkpoint": str(checkpoint_path),
+    }
+
+
+# --------------------------------------------------------------------------- checkpoints
+def read_checkpoint_dict(path: os.PathLike | str) -> dict[str, Any]:
+    """The dict a final checkpoint file of any family holds, read with ``weights_only=True``; a
+    missing or unreadable file, one that holds no dict, or a partial training state (whose format
+    ends in ``-training-state``) raises :class:`CheckpointError` naming the file."""
+    if not Path(path).is_file():
+        raise CheckpointError(path, "checkpoint file does not exist")
+    try:
+        ckpt = load_torch(path, "torch checkpoint of plain types and tensors")
+    except TorchFileError as exc:
+        raise CheckpointError(path, exc.problem) from exc.__cause__
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(path, f"expected a checkpoint dict, found {type(ckpt).__name__}")
+    fmt = ckpt.get("format")
+    if isinstance(fmt, str) and fmt.endswith("-training-state"):
+        raise CheckpointError(path, "this is a partial training state, not a final agent checkpoint")
+    return ckpt
+
+
+def load_checkpoint(family: Any, path: os.PathLike | str) -> dict[str, Any]:
+    """Read and check a final checkpoint of ``family`` (``torch.load(weights_only=True)``); its
+    settings come back resolved under ``settings``.
+
+    Raises :class:`CheckpointError` naming the file when it is missing, unreadable, holds anything
+    but plain types and tensors, is a partial training state, belongs to another family or to a
+    format version this one does not read, or lacks keys / has inconsistent ones.
+    """
+    path = Path(path)
+    module = family.load()
+    ckpt = read_checkpoint_dict(path)
+    fmt = ckpt.get("format")
+    if fmt != family.checkpoint_format:
+        raise CheckpointError(
+            path, f"not a {family.name} agent checkpoint (format {fmt!r}, expected {family.checkpoint_format!r})"
+        )
+    version = ckpt.get("format_version")
+    if version not in module.READS_VERSIONS:
+        raise CheckpointError(
+            path,
+            f"checkpoint format version {version!r} is not supported (this version of morl reads "
+            f"{', '.join(map(str, module.READS_VERSIONS))}; retrain it, or read it with the morl version that wrote it, "
+            f"{ckpt.get('morl_version', 'unknown')})",
+        )
+    if "settings" not in ckpt and "hp" in ckpt:  # the name the first format versions used
+        ckpt["settings"] = ckpt.pop("hp")
+    missing = [k for k in (*CHECKPOINT_KEYS, *module.CHECKPOINT_KEYS) if k not in ckpt]
+    if missing:
+        raise CheckpointError(path, f"checkpoint lacks key(s) {', '.join(missing)}")
+    if ckpt["model_name"] not in {m.name for m in family.models}:
+        raise CheckpointError(path, f"unknown model {ckpt['model_name']!r} in a {family.name} checkpoint")
+    for key in ("obs_dim", "act_dim", "n_obj", "max_episode_steps"):
+        if isinstance(ckpt[key], bool) or not isinstance(ckpt[key], int) or ckpt[key] < 1:
+            raise CheckpointError(path, f"{key!r} must be a positive integer, found {ckpt[key]!r}")
+    for key in ("obs_mean", "obs_std"):
+        if not isinstance(ckpt[key], torch.Tensor) or tuple(ckpt[key].shape) != (ckpt["obs_dim"],):
+            raise CheckpointError(path, f"{key!r} must be a tensor of shape ({ckpt['obs_dim']},)")
+    for key in ("act_low", "act_high"):
+        if not isinstance(ckpt[key], (list, tuple)) or len(ckpt[key]) != ckpt["act_dim"]:
+            raise CheckpointError(path, f"{key!r} must have act_dim={ckpt['act_dim']} entries")
+    if not all(h > l for l, h in zip(ckpt["act_low"], ckpt["act_high"])):
+        raise CheckpointError(path, "'act_high' must exceed 'act_low' in every dimension")
+    if not isinstance(ckpt["state_dict"], dict):
+        raise CheckpointError(path, "'state_dict' is not a dict of tensors")
+    try:
+        ckpt["settings"] = family.resolve_settings(ckpt["settings"])
+    except InputError as exc:
+        raise CheckpointError(path, f"invalid settings ({exc})") from exc
+    for key in module.DEFINITIONS:
+        if ckpt[key] != ckpt["settings"][key]:
+            raise CheckpointError(path, f"{key!r} differs from the one in its settings")
+    return ckpt
+
+
+def load_agent(family: Any, path: os.PathLike | str, device: str = "cpu", definitions: dict | None = None):
+    """The batched evaluation agent (:class:`morl.rollout.Agent`) of a final checkpoint of ``family``.
+
+    ``definitions``: the training definitions the caller's settings say (at least the family's
+    ``DEFINITIONS``; others, e.g. PEDA's ``returns_to_go`` for a value-based model, are ignored); a
+    checkpoint trained under others is refused with a :class:`CheckpointError`.
+    """
+    module = family.load()
+    ckpt = load_checkpoint(family, path)
+    if definitions is not None:
+        absent = [k for k in module.DEFINITIONS if k not in definitions]
+        if absent:
+            raise InputError(f"the training definitions to check lack {', '.join(absent)}")
+        trained = {k: ckpt[k] for k in module.DEFINITIONS}
+        wanted = {k: definitions[k] for k in module.DEFINITIONS}
+        if trained != wanted:
+            say = lambda d: ", ".join(f"{k}: {v}" for k, v in d.items())  # noqa: E731
+            raise CheckpointError(
+                path,
+                f"trained with {say(trained)}, but the settings say {say(wanted)}; evaluate it with the "
+                "settings it was trained with, or retrain it",
+            )
+    dev = resolve_device(device)
+    try:
+        agent = module.build_agent(ckpt, dev)
+    except (KeyError, RuntimeError, ValueError) as exc:
+        raise CheckpointError(path, f"weights do not fit the model ({exc})") from exc
+    agent.model_name = ckpt["model_name"]
+    agent.seed = ckpt.get("seed")
+    agent.source = str(path)
+    agent.training = {
+        **{k: ckpt[k] for k in module.DEFINITIONS},
+        "reference_dataset": ckpt["reference_dataset"],
+        "reference_dataset_sha256": ckpt["reference_dataset_sha256"],
+        "dataset_path": ckpt["dataset_path"],
+        "dataset_sha256": ckpt["dataset_sha256"],
+        "env_id": ckpt.get("env_id"),
+        "settings": ckpt["settings"],
+    }
+    return agent
