@@ -10,7 +10,7 @@ An original D4MORL file is a pickled list with one dict per trajectory::
      "preference":        (T, n_obj) per step (constant) or one (n_obj,) vector}
 
 :func:`import_d4morl` checks every trajectory against the environment's
-:class:`~morl.envs.EnvSpec`, converts it and writes one Parquet file (see :mod:`morl.data`) that
+:class:`~morl.envs.tasks.EnvSpec`, converts it and writes one Parquet file (see :mod:`morl.data`) that
 can stand in for a collected dataset. A trajectory that reaches the episode cap (500 steps)
 without a terminal flag is marked as a timeout; actions are clipped to the env's bounds (the
 format stores the action actually applied) and the number of clipped entries is recorded.

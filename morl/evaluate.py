@@ -1,7 +1,7 @@
 """Evaluation over the preference simplex (``docs/protocol.md``, "Evaluation").
 
 Every point of a uniform simplex lattice is one preference ``w``. All points are rolled out
-together in a :class:`~morl.vector.BatchedEnv`, with one policy forward per step for the whole
+together in a :class:`~morl.envs.batched.BatchedEnv`, with one policy forward per step for the whole
 batch. For a trained agent the initial return-to-go is ``g0 = w * R(w)``, where ``R`` is a
 per-objective linear regression from trajectory preferences to trajectory returns, fitted on the
 env's expert-high dataset (``statistics_from: expert-high``, as PEDA) or on the training dataset
@@ -11,7 +11,7 @@ computed on the set of points.
 
 :func:`evaluate_sequential` is the slow reference the batched path is checked against (tests)
 and timed against (``benchmarks/eval_speed.py``): written the way the original D4MORL/PEDA code
-evaluates, one :class:`~morl.envs.MOMujocoEnv`, one policy call with batch size 1 per step,
+evaluates, one :class:`~morl.envs.gym_env.MOMujocoEnv`, one policy call with batch size 1 per step,
 preference after preference. With the same seeds both run the same episodes: a batched rollout
 of one point is bit-identical to the reference. For B points they differ only by float rounding,
 since a float32 matrix product rounds differently for 1 row than for B rows (and for other thread
