@@ -1,4 +1,4 @@
-"""PGMORL behavior populations: D4MORL's own recipe for its behavior policies.
+"""The PGMORL behavior method: D4MORL's own recipe, a population of PPO policies.
 
 D4MORL's data came from a population of PPO policies trained by PGMORL (J. Xu, Y. Tian, P. Ma,
 D. Rus, S. Sueda, W. Matusik, "Prediction-Guided Multi-Objective Reinforcement Learning for
