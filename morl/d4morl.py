@@ -30,8 +30,10 @@ import numpy as np
 
 from morl import __version__
 from morl.data import PREFERENCE_SUM_TOLERANCE, DataFileError, Dataset, file_sha256, write_dataset
-from morl.envs import physics_version
+from morl.envs import get_spec, physics_version
 from morl.errors import InputError
+from morl.preferences import ENTROPY_LEVELS
+from morl.progress import Progress, log
 
 REQUIRED_FIELDS = ("observations", "actions", "next_observations", "raw_rewards", "terminals", "preference")
 #: D4MORL's names of the preference distributions, mapped to this project's entropy levels.
@@ -184,9 +186,7 @@ def _check_trajectory(traj: Any, index: int, path, spec) -> tuple[int, np.ndarra
 
 # --------------------------------------------------------------------------- the import
 def _check_names(env_id: str, quality: str, entropy: str):
-    from morl.collect import QUALITIES
-    from morl.envs import get_spec
-    from morl.preferences import ENTROPY_LEVELS
+    from morl.collect import QUALITIES  # here: morl.collect imports torch, which importing a pickle never needs
 
     spec = get_spec(env_id)
     if quality not in QUALITIES:
@@ -213,8 +213,6 @@ def import_d4morl(
     :class:`~morl.data.DataFileError` naming the file, the trajectory index and the field, and
     nothing is written. Returns a summary of the imported dataset.
     """
-    from morl.progress import Progress, log
-
     spec, entropy = _check_names(env_id, quality, entropy)
     pkl_path = Path(pkl_path)
     trajs = load_restricted_pickle(pkl_path)

@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.coverage import held_out
+from morl.behavior import load_behavior
+from morl.coverage import check_derived_from, coverage_record, held_out
 from morl.data import (
     META_KEY,
     DataFileError,
@@ -255,8 +256,6 @@ def check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha: s
 def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndarray] | None:
     """For a coverage variant: its record and the trajectory returns of the complete source dataset
     (checked to be the file it was derived from); None for a complete dataset."""
-    from morl.coverage import check_derived_from, coverage_record
-
     record = coverage_record(ds_meta, dataset)
     if record is None or record["coverage"] == "complete":
         if coverage_source is not None:
@@ -391,8 +390,6 @@ def evaluate_behavior(
     All three go into ``output``, told apart by the ``policy`` column (behavior, zero, random).
     ``expect_env``: if given, a behavior policy of another env id is refused.
     """
-    from morl.behavior import load_behavior
-
     policy = load_behavior(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     agents = {
