@@ -5,7 +5,7 @@ reported, so a busy moment on a shared machine does not count against one side o
 
 - **single**: one ``gymnasium.make(env_id)`` env stepped with random actions, reset when an
   episode ends: what a per-env Python loop gets;
-- **batched**: :class:`morl.vector.BatchedEnv` with B slots (default 501, the size of the
+- **batched**: :class:`morl.envs.batched.BatchedEnv` with B slots (default 501, the size of the
   two-objective preference grid) in collection mode (slots restart when their episode ends), with
   1 worker and with ``--workers`` workers (default: every core; MuJoCo threads for these tasks);
 - **floor**: ``mujoco.rollout`` (C++ threads, no Python per step) running the same B
@@ -35,8 +35,7 @@ import numpy as np
 from mujoco import rollout as mj_rollout
 
 import morl  # noqa: F401 - registers the tasks with gymnasium
-from morl.envs import ENV_SPECS, get_spec, load_model
-from morl.vector import BatchedEnv
+from morl.envs import ENV_SPECS, BatchedEnv, get_spec, load_model
 
 
 def cpu_name() -> str:

@@ -8,7 +8,7 @@ that holds them:
     python benchmarks/original_models.py /path/to/assets
 
 For every task it prints (1) each compiled physical parameter that differs between our model
-(``morl.envs.load_model``: gymnasium's file with the original parameters applied) and the
+(``morl.envs.physics.load_model``: gymnasium's file with the original parameters applied) and the
 original file, and (2) the return vector and length of one fixed open-loop action sequence
 (uniform actions, ``--seed``, 500 steps, from the rest state, no reset noise) on both models,
 under the installed MuJoCo, with our reward code and the solver's warm start off on both sides.
@@ -34,7 +34,8 @@ import sys
 import mujoco
 import numpy as np
 
-from morl.envs import ENV_SPECS, _compile_xml, compute_rewards, compute_terminated, control_timestep, load_model
+from morl.envs import ENV_SPECS, compute_rewards, compute_terminated, control_timestep, load_model
+from morl.envs.physics import _compile_xml
 
 # Compiled model arrays that shape the dynamics (geometry is compared through the kinematics at
 # the rest pose below, because the two files place body frames differently).

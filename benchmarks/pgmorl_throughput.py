@@ -45,7 +45,7 @@ from mujoco import rollout as mj_rollout
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from env_throughput import cpu_name, random_actions, time_floor  # noqa: E402
 
-from morl import pgmorl  # noqa: E402
+from morl.behavior import pgmorl  # noqa: E402
 from morl.config import behavior_settings, load_config  # noqa: E402
 from morl.envs import get_spec, load_model  # noqa: E402
 

@@ -1,6 +1,6 @@
 """What turning off MuJoCo's solver warm start changes in the D4MORL tasks.
 
-``morl.envs.load_model`` sets ``mjDSBL_WARMSTART`` so that one env step depends only on the
+``morl.envs.physics.load_model`` sets ``mjDSBL_WARMSTART`` so that one env step depends only on the
 full-physics state, which is what lets the batched stepper run slots through ``mujoco.rollout``
 and still match the single env bit for bit.  This script measures the price, per task, in one
 run:

@@ -12,7 +12,7 @@ import sys
 
 __version__ = "0.1.0"
 
-#: The D4MORL task ids, the keys of :data:`morl.envs.ENV_SPECS` (a test keeps them equal).
+#: The D4MORL task ids, the keys of :data:`morl.envs.tasks.ENV_SPECS` (a test keeps them equal).
 D4MORL_IDS = ("MO-HalfCheetah-v2", "MO-Hopper-v2", "MO-Hopper-v3", "MO-Walker2d-v2", "MO-Ant-v2", "MO-Swimmer-v2")
 
 

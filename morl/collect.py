@@ -9,7 +9,7 @@ policy then acts for one episode with that preference:
   deterministic action times one factor drawn from U(0.35, 1.65) (for Swimmer the 0.35 branch is a
   uniformly random action instead); the result is clipped to the action bounds.
 
-Episodes run in a :class:`~morl.vector.BatchedEnv` of ``batch_size`` slots that restart as soon as
+Episodes run in a :class:`~morl.envs.batched.BatchedEnv` of ``batch_size`` slots that restart as soon as
 their episode ends (no slot waits for the longest episode of a batch), with one policy forward per
 step for all running slots.  Every random draw comes from one generator seeded by ``seed``, so the
 same seed and behavior checkpoint give the same file, whatever the number of workers.
@@ -25,11 +25,10 @@ import numpy as np
 from morl import __version__
 from morl.behavior import load_behavior
 from morl.data import Dataset, file_sha256, write_dataset
-from morl.envs import get_spec, physics_version
+from morl.envs import BatchedEnv, get_spec, physics_version
 from morl.errors import InputError
 from morl.preferences import ENTROPY_LEVELS, sample_preferences
 from morl.progress import Progress, log
-from morl.vector import BatchedEnv
 
 QUALITIES = ("expert", "amateur")
 ENTROPIES = ENTROPY_LEVELS

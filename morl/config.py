@@ -408,8 +408,8 @@ def _check_behavior_method(config: dict[str, Any], env_id: str, source) -> None:
             raise ConfigError(f"{source}: behavior: {env_id} trains with method td3, which needs "
                               f"behavior.{', behavior.'.join(missing)}")  # fmt: skip
         return
+    from morl.behavior.pgmorl import PGMORLSettings  # late: needs torch and mujoco
     from morl.envs import is_d4morl_task
-    from morl.pgmorl import PGMORLSettings
 
     if "pgmorl" not in config["behavior"]:
         raise ConfigError(f"{source}: behavior: {env_id} trains with method pgmorl, which needs a behavior.pgmorl "

@@ -10,7 +10,7 @@ An original D4MORL file is a pickled list with one dict per trajectory::
      "preference":        (T, n_obj) per step (constant) or one (n_obj,) vector}
 
 :func:`import_d4morl` checks every trajectory against the environment's
-:class:`~morl.envs.EnvSpec`, converts it and writes one Parquet file (see :mod:`morl.data`) that
+:class:`~morl.envs.tasks.EnvSpec`, converts it and writes one Parquet file (see :mod:`morl.data`) that
 can stand in for a collected dataset. A trajectory that reaches the episode cap (500 steps)
 without a terminal flag is marked as a timeout; actions are clipped to the env's bounds (the
 format stores the action actually applied) and the number of clipped entries is recorded.
@@ -30,8 +30,10 @@ import numpy as np
 
 from morl import __version__
 from morl.data import PREFERENCE_SUM_TOLERANCE, DataFileError, Dataset, file_sha256, write_dataset
-from morl.envs import physics_version
+from morl.envs import get_spec, physics_version
 from morl.errors import InputError
+from morl.preferences import ENTROPY_LEVELS
+from morl.progress import Progress, log
 
 REQUIRED_FIELDS = ("observations", "actions", "next_observations", "raw_rewards", "terminals", "preference")
 #: D4MORL's names of the preference distributions, mapped to this project's entropy levels.
@@ -184,9 +186,7 @@ def _check_trajectory(traj: Any, index: int, path, spec) -> tuple[int, np.ndarra
 
 # --------------------------------------------------------------------------- the import
 def _check_names(env_id: str, quality: str, entropy: str):
-    from morl.collect import QUALITIES
-    from morl.envs import get_spec
-    from morl.preferences import ENTROPY_LEVELS
+    from morl.collect import QUALITIES  # here: morl.collect imports torch, which importing a pickle never needs
 
     spec = get_spec(env_id)
     if quality not in QUALITIES:
@@ -213,8 +213,6 @@ def import_d4morl(
     :class:`~morl.data.DataFileError` naming the file, the trajectory index and the field, and
     nothing is written. Returns a summary of the imported dataset.
     """
-    from morl.progress import Progress, log
-
     spec, entropy = _check_names(env_id, quality, entropy)
     pkl_path = Path(pkl_path)
     trajs = load_restricted_pickle(pkl_path)

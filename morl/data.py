@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.envs import check_physics_version
+from morl.envs import check_physics_version, get_spec
 from morl.errors import InputError, OutputError
 
 META_KEY = b"morl"
@@ -470,8 +470,6 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
 def _check_sizes_fit_env(meta: dict, path) -> None:
     """The file's observation, action and objective sizes are those of the env it names (when
     this morl knows the env)."""
-    from morl.envs import get_spec
-
     env_id = meta.get("env_id")
     try:
         spec = get_spec(env_id)

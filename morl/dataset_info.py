@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from morl.data import DataFileError, Dataset, FileMismatchError, load_dataset, read_meta, short_hash
+from morl.envs import get_spec
 from morl.metrics import hypervolume, pareto_front
 from morl.preferences import KNN_K, knn_preference_entropy, preference_entropy
 
@@ -55,8 +56,6 @@ def summarize_dataset(ds: Dataset) -> dict[str, Any]:
     objectives = meta.get("objectives")
     if objectives is None:
         try:
-            from morl.envs import get_spec
-
             objectives = list(get_spec(meta["env_id"]).objectives)
         except (KeyError, ValueError):
             objectives = [f"objective {i}" for i in range(n_obj)]
@@ -101,6 +100,7 @@ def summarize_dataset(ds: Dataset) -> dict[str, Any]:
 def _behavior_front_hv(front: Path, dataset: Path, env_id: str | None, behavior_sha256: str | None) -> dict[str, Any]:
     """HV of the behavior policy's grid evaluation ("B") from a ``behavior_front`` file; a front of
     another env or behavior policy than the dataset's is refused, naming both files."""
+    # here: morl.evaluate imports torch, which a dataset card without a behavior front never needs
     from morl.evaluate import read_evaluation
 
     meta = read_meta(front)

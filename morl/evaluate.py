@@ -1,7 +1,7 @@
 """Evaluation over the preference simplex (``docs/protocol.md``, "Evaluation").
 
 Every point of a uniform simplex lattice is one preference ``w``. All points are rolled out
-together in a :class:`~morl.vector.BatchedEnv`, with one policy forward per step for the whole
+together in a :class:`~morl.envs.batched.BatchedEnv`, with one policy forward per step for the whole
 batch. For a trained agent the initial return-to-go is ``g0 = w * R(w)``, where ``R`` is a
 per-objective linear regression from trajectory preferences to trajectory returns, fitted on the
 env's expert-high dataset (``statistics_from: expert-high``, as PEDA) or on the training dataset
@@ -11,7 +11,7 @@ computed on the set of points.
 
 :func:`evaluate_sequential` is the slow reference the batched path is checked against (tests)
 and timed against (``benchmarks/eval_speed.py``): written the way the original D4MORL/PEDA code
-evaluates, one :class:`~morl.envs.MOMujocoEnv`, one policy call with batch size 1 per step,
+evaluates, one :class:`~morl.envs.gym_env.MOMujocoEnv`, one policy call with batch size 1 per step,
 preference after preference. With the same seeds both run the same episodes: a batched rollout
 of one point is bit-identical to the reference. For B points they differ only by float rounding,
 since a float32 matrix product rounds differently for 1 row than for B rows (and for other thread
@@ -38,7 +38,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.coverage import held_out
+from morl.behavior import load_behavior
+from morl.coverage import check_derived_from, coverage_record, held_out
 from morl.data import (
     META_KEY,
     DataFileError,
@@ -257,8 +258,6 @@ def check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha: s
 def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndarray] | None:
     """For a coverage variant: its record and the trajectory returns of the complete source dataset
     (checked to be the file it was derived from); None for a complete dataset."""
-    from morl.coverage import check_derived_from, coverage_record
-
     record = coverage_record(ds_meta, dataset)
     if record is None or record["coverage"] == "complete":
         if coverage_source is not None:
@@ -390,8 +389,6 @@ def evaluate_behavior(
     All three go into ``output``, told apart by the ``policy`` column (behavior, zero, random).
     ``expect_env``: if given, a behavior policy of another env id is refused.
     """
-    from morl.behavior import load_behavior
-
     policy = load_behavior(policy_path, expect_env=expect_env)
     env_id = policy.env_id
     agents = {

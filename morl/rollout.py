@@ -4,7 +4,7 @@ A controller is a batched, stateful policy: :meth:`Controller.reset` starts ``B`
 one preference and one target return each, then :meth:`Controller.act` and
 :meth:`Controller.observe` alternate once per step. A trained :class:`Agent` also says what it
 is and how it was trained, which the evaluator records and checks. :func:`rollout` runs one
-episode per preference in lockstep in a :class:`~morl.vector.BatchedEnv`;
+episode per preference in lockstep in a :class:`~morl.envs.batched.BatchedEnv`;
 :func:`rollout_sequential` is its slow reference, one environment and one policy call per step.
 """
 
@@ -15,9 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from morl.envs import get_spec, make_env
+from morl.envs import BatchedEnv, get_spec, make_env
 from morl.progress import Progress
-from morl.vector import BatchedEnv
 
 
 class Controller(Protocol):

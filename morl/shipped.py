@@ -14,6 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from morl.behavior import load_behavior
+from morl.data import file_sha256
+from morl.envs import get_spec
 from morl.errors import InputError
 
 #: The folder of the shipped policies, beside the package in a checkout.
@@ -50,10 +53,6 @@ def check_shipped_policy(env_id: str, directory: str | os.PathLike | None = None
     checkpoint of ``env_id`` under the physics this morl simulates; its observation, action and
     objective sizes are the env's.
     """
-    from morl.behavior import load_behavior
-    from morl.data import file_sha256
-    from morl.envs import get_spec
-
     path = shipped_policy_path(env_id, directory)
     if not path.is_file():
         raise InputError(f"{env_id}: no shipped behavior policy; expected {path}")

@@ -10,8 +10,9 @@ import pytest
 import torch
 import yaml
 
-import morl.behavior as behavior_mod
-from morl.behavior import HV_ESTIMATE_DIVISIONS, BehaviorPolicy, train_behavior
+import morl.behavior.td3 as behavior_mod
+from morl.behavior import BehaviorPolicy, train_behavior
+from morl.behavior.td3 import HV_ESTIMATE_DIVISIONS
 from morl.cli import main
 
 ENV = "MO-HalfCheetah-v2"

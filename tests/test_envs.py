@@ -1,4 +1,4 @@
-"""Tests of the D4MORL MuJoCo tasks (morl.envs) and the batched stepper (morl.vector)."""
+"""Tests of the D4MORL MuJoCo tasks (morl.envs) and the batched stepper (morl.envs.batched)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from gymnasium.utils.env_checker import check_env
 
 from morl.envs import (
     ENV_SPECS,
+    BatchedEnv,
     MOMujocoEnv,
     assets_dir,
     compute_observations,
@@ -23,7 +24,6 @@ from morl.envs import (
     get_spec,
     load_model,
 )
-from morl.vector import BatchedEnv
 
 ENV_IDS = [
     "MO-HalfCheetah-v2",

@@ -5,15 +5,14 @@ import sys
 import numpy as np
 import pytest
 
-from morl import envs as morl_envs
 from morl.config import ConfigError, train_settings, validate_config
-from morl.envs import MissingExtraError, get_spec, make_env
-from morl.vector import BatchedEnv
+from morl.envs import BatchedEnv, MissingExtraError, get_spec, make_env
+from morl.envs import tasks as env_tasks
 
 
 def test_config_names_the_extra_to_install_when_mo_gymnasium_is_missing(config, monkeypatch):
     monkeypatch.setitem(sys.modules, "mo_gymnasium", None)  # what `import mo_gymnasium` sees without it
-    morl_envs._external_spec.cache_clear()
+    env_tasks._external_spec.cache_clear()
     config["envs"] = ["MO-HalfCheetah-v2", "mo-halfcheetah-v5"]
     with pytest.raises(
         ConfigError,
@@ -23,7 +22,7 @@ def test_config_names_the_extra_to_install_when_mo_gymnasium_is_missing(config, 
         validate_config(config, "cfg.yaml")
     with pytest.raises(MissingExtraError, match=r"install it with: pip install 'morl\[mo-gymnasium\]'"):
         get_spec("mo-hopper-v5")
-    morl_envs._external_spec.cache_clear()
+    env_tasks._external_spec.cache_clear()
 
 
 mo_gymnasium = pytest.importorskip("mo_gymnasium", reason="the mo-gymnasium extra is not installed")

@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from morl import pgmorl
+from morl.behavior import pgmorl
 from morl.config import ConfigError, validate_config
 from morl.errors import InputError
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from morl import shipped
-from morl.behavior import Actor, BehaviorPolicy
+from morl.behavior import Behavior, BehaviorPolicy, PopulationPolicy, load_behavior, pgmorl
+from morl.behavior.td3 import Actor
 from morl.config import ConfigError, behavior_settings, validate_config
 from morl.data import file_sha256
 from morl.errors import InputError
@@ -133,6 +134,9 @@ def test_every_shipped_policy_passes_its_checks_and_its_card_is_true(env_id):
     assert state["env_id"] == env_id and "agent" not in state  # the actor only, no training state
     card = (shipped.SHIPPED_DIR / "README.md").read_text()
     assert file_sha256(path) in card, f"behaviors/README.md does not give the SHA-256 of {path.name}"
+    policy = load_behavior(path, expect_env=env_id)  # the class its kind names, with the one interface
+    assert isinstance(policy, PopulationPolicy if state["kind"] == pgmorl.KIND else BehaviorPolicy)
+    assert isinstance(policy, Behavior)
 
 
 def test_a_config_with_shipped_policies_trains_none_and_collects_from_them(tmp_path):
@@ -159,8 +163,6 @@ def test_a_config_with_shipped_policies_trains_none_and_collects_from_them(tmp_p
 def test_a_cut_short_or_damaged_checkpoint_is_named_as_such(tmp_path):
     """torch's reader neither says a file is cut short nor checks CRCs: a file zeroed inside its
     tensor data loaded with other weights. Both are refused, naming the file and the damage."""
-    from morl.behavior import load_behavior
-
     src = shipped.SHIPPED_DIR / "MO-Hopper-v2.pt"
     data = src.read_bytes()
     cases = {

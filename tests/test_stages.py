@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-import morl.behavior as behavior_mod
+import morl.behavior.td3 as behavior_mod
 from morl.aggregate import aggregate, collect_metrics
 from morl.behavior import BehaviorPolicy, train_behavior
 from morl.collect import amateur_actions, collect_dataset

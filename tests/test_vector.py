@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from morl.envs import MOMujocoEnv, get_spec
-from morl.vector import BatchedEnv
+from morl.envs import BatchedEnv, MOMujocoEnv, get_spec
 
 
 def _single_episode(env_id, seed, actions):

@@ -1,4 +1,4 @@
-"""PGMORL behavior populations: D4MORL's own recipe for its behavior policies.
+"""The PGMORL behavior method: D4MORL's own recipe, a population of PPO policies.
 
 D4MORL's data came from a population of PPO policies trained by PGMORL (J. Xu, Y. Tian, P. Ma,
 D. Rus, S. Sueda, W. Matusik, "Prediction-Guided Multi-Objective Reinforcement Learning for
@@ -30,9 +30,9 @@ lists every departure):
   greedily by the predicted archive's hypervolume minus ``sparsity`` times its sparsity.
 
 **Batched.** The K tasks of a generation step together: their ``K * num_envs`` environments are
-the slots of one :class:`morl.vector.BatchedEnv`, each step is one stacked forward of all K actors
-(parameters stacked along a leading task axis and applied with batched matrix products), and each
-PPO minibatch updates all K at once. Each policy's loss, gradient clipping and Adam moments stay
+the slots of one :class:`morl.envs.batched.BatchedEnv`, each step is one stacked forward of all K
+actors (parameters stacked along a leading task axis and applied with batched matrix products), and
+each PPO minibatch updates all K at once. Each policy's loss, gradient clipping and Adam moments stay
 its own, so the result is the same as K separate learners. One torch thread (PGMORL sets one too).
 
 **Resumable.** The whole state (tasks, population, archive, graph, normalisers, random state) is
@@ -62,12 +62,11 @@ import numpy as np
 import torch
 
 from morl import __version__
-from morl.envs import check_file_identity, get_spec, is_d4morl_task, physics_version
+from morl.envs import BatchedEnv, check_file_identity, get_spec, is_d4morl_task, physics_version
 from morl.errors import InputError
 from morl.metrics import hypervolume
 from morl.progress import Progress, log
 from morl.torch_io import load_torch, save_torch
-from morl.vector import BatchedEnv
 
 KIND = "morl-behavior-population"
 PARTIAL_KIND = "morl-behavior-population-partial"
@@ -631,7 +630,7 @@ def predict_hyperbolic(graph: OptGraph, q: int, test_weights: np.ndarray, three_
     """PGMORL's ``predict_hyperbolic``: the objectives node ``q`` would reach if trained with each
     of ``test_weights`` for one generation, from a per-objective hyperbolic fit to the changes its
     neighbours in objective space underwent. (len(test_weights), n_obj)."""
-    from scipy.optimize import least_squares
+    from scipy.optimize import least_squares  # here: its import (0.3 s) is for training only, not for acting
 
     test = np.asarray(test_weights, np.float64)
     test = test / test.sum(axis=1, keepdims=True)

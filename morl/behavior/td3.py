@@ -1,4 +1,4 @@
-"""Behavior policies: one preference-conditioned TD3 agent per environment.
+"""The TD3 behavior method: one preference-conditioned TD3 agent per environment.
 
 The original D4MORL data came from a PGMORL population that is not available, so the pipeline
 trains its own behavior policy. We use TD3 (Fujimoto et al., 2018) with two changes that make a
@@ -50,7 +50,7 @@ from morl.errors import InputError
 from morl.metrics import hypervolume
 from morl.preferences import simplex_grid
 from morl.progress import Progress, log
-from morl.rollout import episode_seeds, rollout
+from morl.rollout import BehaviorAgent, episode_seeds, rollout
 from morl.runtime import resolve_device, torch_threads
 from morl.torch_io import load_torch, save_torch
 
@@ -88,6 +88,15 @@ class Actor(nn.Module):
 
     def forward(self, obs: torch.Tensor, pref: torch.Tensor) -> torch.Tensor:
         return self.act_center + self.act_scale * torch.tanh(self.net(torch.cat([obs, pref], -1)))
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, prefs: np.ndarray) -> np.ndarray:
+        """The actions for a batch of (observation, preference) rows, computed on the actor's device:
+        the live actor as a behavior policy, for :class:`morl.rollout.BehaviorAgent`."""
+        device = self.act_scale.device
+        obs = torch.as_tensor(np.asarray(obs, np.float32), device=device)
+        prefs = torch.as_tensor(np.asarray(prefs, np.float32), device=device)
+        return self(obs, prefs).cpu().numpy()
 
 
 class VectorCritic(nn.Module):
@@ -228,26 +237,6 @@ class PreferenceTD3:
         self.updates = int(st["updates"])
 
 
-class _ActorAgent:
-    """The live actor's deterministic action for each slot's preference (evaluate.Agent protocol)."""
-
-    def __init__(self, actor: Actor):
-        self.actor = actor
-        self.device = actor.act_scale.device
-        self.prefs: torch.Tensor | None = None
-
-    def reset(self, preferences, target_returns) -> None:
-        self.prefs = torch.as_tensor(np.asarray(preferences, np.float32), device=self.device)
-
-    @torch.no_grad()
-    def act(self, obs):
-        obs = torch.as_tensor(np.asarray(obs, np.float32), device=self.device)
-        return self.actor(obs, self.prefs).cpu().numpy()
-
-    def observe(self, actions, rewards) -> None:
-        pass
-
-
 def estimate_hv(env_id: str, actor: Actor, seed: int, divisions: int | None = None) -> float:
     """Hypervolume (reference point 0) of ``actor`` on a small preference lattice: one episode per
     point, deterministic actions, environments seeded from ``seed``. A cheap progress signal, not
@@ -261,7 +250,7 @@ def estimate_hv(env_id: str, actor: Actor, seed: int, divisions: int | None = No
     # A forward pass over ~100 rows is slower on several threads than on one (thread handoff costs
     # more than the work; 10x for ~10 rows on a busy 2-core machine), so the estimate runs on one.
     with torch_threads(1):
-        returns, _ = rollout(env_id, _ActorAgent(actor), prefs, np.zeros_like(prefs), seeds)
+        returns, _ = rollout(env_id, BehaviorAgent(actor), prefs, np.zeros_like(prefs), seeds)
     return float(hypervolume(returns))
 
 
@@ -269,7 +258,7 @@ def _dirichlet(rng: np.random.Generator, n: int, n_obj: int) -> np.ndarray:
     return rng.dirichlet(np.ones(n_obj), size=n).astype(np.float32)
 
 
-def train_behavior(
+def train_td3(
     env_id: str,
     cfg: dict[str, Any],
     output: str | os.PathLike,
@@ -278,7 +267,7 @@ def train_behavior(
     hv_every: int | None = None,
     device: str | torch.device = "auto",
 ) -> dict[str, Any]:
-    """Train the behavior policy of ``env_id`` with the ``behavior`` config section; write ``output``.
+    """Train the TD3 behavior policy of ``env_id`` with the ``behavior`` config section; write ``output``.
 
     Returns a summary (steps, episodes, wall time, HV estimates, device). Resumes from
     ``<output>.partial`` if present, on whichever device this run has. ``hv_every``: environment
@@ -286,10 +275,6 @@ def train_behavior(
     more at the end); default ``checkpoint_every``, 0: none. ``device``: ``"auto"`` (CUDA if
     present), ``"cpu"`` or ``"cuda[:i]"``.
     """
-    if cfg.get("method", "td3") == "pgmorl":
-        from morl.pgmorl import train_pgmorl
-
-        return train_pgmorl(env_id, cfg["pgmorl"], output, threads=threads or 1, progress=progress)
     s = TD3Settings.from_config(cfg)
     spec = get_spec(env_id)
     output = Path(output)
@@ -463,7 +448,8 @@ def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, 
 
 
 class BehaviorPolicy:
-    """A trained behavior policy: deterministic actions for a batch of (state, preference) pairs."""
+    """A trained TD3 behavior policy: deterministic actions for a batch of (state, preference) pairs
+    (the :class:`morl.behavior.Behavior` interface)."""
 
     def __init__(self, path: str | os.PathLike, expect_env: str | None = None, state: dict | None = None):
         """``expect_env``: the env id the caller needs; a checkpoint of another env is refused.
@@ -525,18 +511,6 @@ def _policy_of_partial(path: Path, st: dict[str, Any]) -> dict[str, Any]:
         return {**meta, "partial": True, "actor": st["agent"]["actor"]}
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: incomplete partial behavior checkpoint ({exc!r})") from exc
-
-
-def load_behavior(path: str | os.PathLike, expect_env: str | None = None):
-    """The behavior policy in ``path``, whichever method made it: a :class:`BehaviorPolicy` (TD3)
-    or a :class:`morl.pgmorl.PopulationPolicy` (PGMORL). Both act with ``act(obs, prefs)`` and
-    carry ``env_id``, the sizes, the action bounds and the preference range ``pref_low/high``."""
-    st = load_torch(path, "behavior checkpoint")
-    from morl.pgmorl import KIND, PARTIAL_KIND, PopulationPolicy
-
-    if isinstance(st, dict) and st.get("kind") in (KIND, PARTIAL_KIND):
-        return PopulationPolicy(path, expect_env=expect_env, state=st)
-    return BehaviorPolicy(path, expect_env=expect_env, state=st)
 
 
 def _load_checkpoint(path: Path, expect_env: str | None = None, state: dict | None = None) -> dict[str, Any]:

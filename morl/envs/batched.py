@@ -1,11 +1,11 @@
-"""Batched stepping of many copies of one task (evaluation and data collection).
+"""Batched stepping of many copies of one task (evaluation and data collection), and its slots.
 
 :class:`BatchedEnv` steps ``B`` slots in lockstep: one call to :meth:`BatchedEnv.step` takes a
 ``(B, act_dim)`` array of actions and returns ``(B, obs_dim)`` observations, ``(B, n_obj)``
 reward vectors and ``(B,)`` done flags.
 
 **Same trajectories as single environments.** For a D4MORL task the slots hold one ``MjData``
-each and use the same module-level functions as :class:`morl.envs.MOMujocoEnv` (reset noise,
+each and use the same module-level functions as :class:`morl.envs.gym_env.MOMujocoEnv` (reset noise,
 physics step, reward vector, termination, observation), so slot ``i`` reset with seed ``s`` and
 fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` reset with
 ``seed=s``.  Other tasks (MO-Gymnasium ids) hold one gymnasium environment per slot.
@@ -26,7 +26,7 @@ fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` r
 **Every core.**  ``num_workers = W`` says how many cores step the slots.  For a D4MORL task all
 slots live in this process as rows of MuJoCo full-physics state, and each step is one
 ``mujoco.rollout`` call that runs them on W C++ threads with no Python per slot
-(:class:`morl.envs.MujocoSlots`).  Other tasks (MO-Gymnasium ids) are split into W contiguous
+(:class:`MujocoSlots`).  Other tasks (MO-Gymnasium ids) are split into W contiguous
 blocks: the calling process steps the first, and W - 1 worker processes one each; actions and
 results travel through shared memory, one message per worker and step.  Each slot's computation
 is the same wherever it runs, so W changes the speed, never the results.  The workers are
@@ -46,11 +46,143 @@ from collections.abc import Iterable, Iterator, Sequence
 from multiprocessing import shared_memory
 from typing import Any
 
+import mujoco
 import numpy as np
+from gymnasium.utils import seeding
 
-from morl.envs import clip_actions, get_spec, is_d4morl_task, make_slot_group
+from morl.envs.gym_env import make_env
+from morl.envs.physics import (
+    clip_actions,
+    compute_observations,
+    compute_rewards,
+    compute_terminated,
+    control_timestep,
+    load_model,
+    reset_physics,
+)
+from morl.envs.tasks import EnvSpec, get_spec, is_d4morl_task
 
-__all__ = ["BatchedEnv"]
+__all__ = ["BatchedEnv", "GymSlots", "MujocoSlots", "make_slot_group"]
+
+
+# --------------------------------------------------------------------------------------------
+# Slot groups: the per-slot state behind BatchedEnv
+# --------------------------------------------------------------------------------------------
+
+
+class MujocoSlots:
+    """Slots ``slots`` (a range of batch rows) of a D4MORL task, stepped by ``mujoco.rollout``.
+
+    Each slot is one row of :attr:`state`, MuJoCo's ``mjSTATE_FULLPHYSICS`` vector (time, qpos,
+    qvel, ...).  A step hands the rows of the running slots and their actions (each held for
+    ``frame_skip`` physics steps) to one ``mujoco.rollout`` call, which runs them in C++ on
+    ``threads`` threads with no Python per slot; rewards, termination and observations are then
+    computed for all of them at once with the functions
+    :class:`~morl.envs.gym_env.MOMujocoEnv` uses.  Because :func:`~morl.envs.physics.load_model`
+    turns off the solver's warm start, the full-physics state is all a step depends on, so a slot
+    follows exactly the trajectory of a :class:`~morl.envs.gym_env.MOMujocoEnv` fed the same
+    actions, whichever thread steps it.
+
+    ``buffers`` holds the batch arrays ``actions`` (clipped, float64), ``obs``, ``rewards``,
+    ``terminated`` and ``truncated``; :meth:`reset` and :meth:`step` write the rows of the slots
+    they are given.
+    """
+
+    def __init__(self, spec: EnvSpec, slots: range, buffers: Any, threads: int = 1) -> None:
+        from mujoco import rollout  # imported here: only the batched stepper needs it
+
+        self.spec, self.buffers, self.lo = spec, buffers, slots.start
+        model = self.model = load_model(spec)
+        self.dt = control_timestep(spec, model)
+        self.init_qpos = model.qpos0.copy()
+        n = len(slots)
+        self._full = mujoco.mjtState.mjSTATE_FULLPHYSICS
+        nstate = mujoco.mj_stateSize(model, self._full)
+        # The state layout is time, qpos, qvel, ...
+        start = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_TIME)
+        self._qpos_cols = slice(start, start + model.nq)
+        self._qvel_cols = slice(start + model.nq, start + model.nq + model.nv)
+        self.state = np.zeros((n, nstate))
+        self.qpos, self.qvel = self.state[:, self._qpos_cols], self.state[:, self._qvel_cols]  # writable views
+        self.threads = max(1, min(int(threads), n))
+        self._scratch = mujoco.MjData(model)  # resets are computed here, then stored in `state`
+        self._datas = [mujoco.MjData(model) for _ in range(self.threads)]
+        self._models = [model] * n
+        self._control = np.zeros((n, spec.frame_skip, model.nu))
+        self._out = np.zeros((n, spec.frame_skip, nstate))
+        # nthread=0: no pool, rollouts run on the calling thread.
+        self._runner = rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
+
+    def reset(self, slots: Sequence[int], seeds: Sequence[int]) -> None:
+        rows = np.asarray(slots, dtype=np.int64) - self.lo
+        for k, seed in zip(rows.tolist(), seeds):
+            rng, _ = seeding.np_random(int(seed))
+            reset_physics(self.spec, self.model, self._scratch, rng)
+            mujoco.mj_getState(self.model, self._scratch, self.state[k], self._full)
+        self.buffers.obs[np.asarray(slots)] = compute_observations(self.spec, self.qpos[rows], self.qvel[rows])
+
+    def step(self, slots: np.ndarray) -> None:
+        spec, buf = self.spec, self.buffers
+        rows = slots - self.lo
+        k = rows.size
+        everyone = k == self.state.shape[0]  # all rows, in order: no gather needed
+        actions = buf.actions[slots]
+        qpos_before = self.qpos[rows]
+        control, out = self._control[:k], self._out[:k]
+        control[...] = actions[:, None, :]
+        self._runner.rollout(
+            self._models if everyone else self._models[:k],
+            self._datas,
+            self.state if everyone else self.state[rows],
+            control,
+            nstep=spec.frame_skip,
+            state=out,
+            skip_checks=True,
+        )
+        new = out[:, -1]
+        self.state[rows] = new
+        qpos, qvel = new[:, self._qpos_cols], new[:, self._qvel_cols]
+        buf.rewards[slots] = compute_rewards(spec, qpos_before, qpos, qvel, actions, self.dt, self.init_qpos)
+        buf.terminated[slots] = compute_terminated(spec, qpos, qvel)
+        buf.truncated[slots] = False
+        buf.obs[slots] = compute_observations(spec, qpos, qvel)
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+
+class GymSlots:
+    """Slots of any task made by :func:`make_env` (one environment per slot, stepped in turn)."""
+
+    def __init__(self, spec: Any, slots: range, buffers: Any) -> None:
+        self.spec, self.buffers, self.lo = spec, buffers, slots.start
+        self.envs = [make_env(spec.id) for _ in slots]
+
+    def reset(self, slots: Sequence[int], seeds: Sequence[int]) -> None:
+        for slot, seed in zip(slots, seeds):
+            self.buffers.obs[slot] = self.envs[slot - self.lo].reset(seed=int(seed))[0]
+
+    def step(self, slots: np.ndarray) -> None:
+        buf = self.buffers
+        for slot in slots.tolist():
+            obs, reward, terminated, truncated, _ = self.envs[slot - self.lo].step(buf.actions[slot])
+            buf.obs[slot], buf.rewards[slot] = obs, reward
+            buf.terminated[slot], buf.truncated[slot] = terminated, truncated
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+def make_slot_group(env_id: str, slots: range, buffers: Any, threads: int = 1) -> MujocoSlots | GymSlots:
+    """The slot group for ``env_id``: ``mujoco.rollout`` on ``threads`` threads for D4MORL tasks,
+    else one environment per slot stepped in turn (``threads`` is ignored)."""
+    spec = get_spec(env_id)
+    if is_d4morl_task(env_id):
+        return MujocoSlots(spec, slots, buffers, threads=threads)
+    return GymSlots(spec, slots, buffers)
 
 
 def _check_positive_int(value: Any, what: str, env_id: str) -> int:
@@ -141,7 +273,7 @@ class BatchedEnv:
     """``batch_size`` copies of the task ``env_id`` stepped together.
 
     Args:
-        env_id: a D4MORL id (:data:`morl.envs.ENV_SPECS`) or an MO-Gymnasium id.
+        env_id: a D4MORL id (:data:`morl.envs.tasks.ENV_SPECS`) or an MO-Gymnasium id.
         batch_size: number of slots B (>= 1).
         num_workers: cores that step the slots: C++ threads for a D4MORL task, processes for
             other tasks (1 = all on the calling thread).  Capped at ``batch_size``.
