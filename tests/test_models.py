@@ -1,4 +1,4 @@
-"""Tests for the PEDA networks (morl.models) and the evaluation agent (morl.agents)."""
+"""Tests for PEDA's networks (morl.families.peda_networks) and evaluation agent (morl.families.peda_agent)."""
 
 from __future__ import annotations
 

@@ -218,11 +218,10 @@ def snapshot(results: Path, skip: Path) -> dict[str, int]:
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster, tmp_path):
-    from morl.agents import load_checkpoint
     from morl.config import train_settings
     from morl.data import load_dataset
     from morl.evaluate import read_evaluation
-    from morl.families import load_agent
+    from morl.families import load_agent, load_checkpoint
     from morl.torch_io import load_torch
 
     cluster = slurm_cluster
@@ -239,8 +238,8 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
     config["models"] = ["dt-p", "bc-p", "td3bc-p"]
     slow = tmp_path / "slow_cell.yaml"
     config["train"]["overrides"] = [*config["train"]["overrides"], {
-        "envs": [SLOW["env"]], "models": [SLOW["model"]], "steps": SLOW["steps"],
-        "checkpoint_every": SLOW["checkpoint_every"]}]  # fmt: skip
+        "envs": [SLOW["env"]], "models": [SLOW["model"]],
+        "peda": {"steps": SLOW["steps"], "checkpoint_every": SLOW["checkpoint_every"]}}]  # fmt: skip
     slow.write_text(yaml.safe_dump(config))
     # squeue for job states (no accounting database here); poll every second, as the jobs are short
     args = ["--profile", str(PROFILE), "--configfile", str(slow),
@@ -295,7 +294,7 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
     assert len(resumed) == 1 and 0 < resumed[0] < SLOW["steps"], rerun_log[-3000:]
     assert resumed[0] % SLOW["checkpoint_every"] == 0
     ckpt = load_checkpoint(slow_run / "model.pt")
-    assert ckpt["steps"] == SLOW["steps"] and ckpt["hp"]["steps"] == SLOW["steps"]
+    assert ckpt["steps"] == SLOW["steps"] and ckpt["settings"]["steps"] == SLOW["steps"]
     assert not partial.exists()
     curve = (slow_run / "curve.csv").read_text().splitlines()
     assert curve[0].startswith("step") and int(float(curve[-1].split(",")[0])) == SLOW["steps"]

@@ -1,4 +1,4 @@
-"""Tests for the training loop (morl.training): data preparation, batches, checkpoints, resume."""
+"""Tests for the training core (morl.trainer) with PEDA's family: data preparation, batches, checkpoints, resume."""
 
 from __future__ import annotations
 
