@@ -28,6 +28,12 @@ The file (:func:`save_front_model`, :func:`fit_front_model_file`) is a torch fil
 safe loader. It holds the weights, the settings, the training points and the SHA-256 of the
 dataset it was fitted on, which the tables match with the ``coverage_source_sha256`` an evaluation
 of a coverage variant records.
+
+A dataset none of whose trajectories has a return with no negative objective that no other return
+dominates (a weak behaviour policy's data can be like that) leaves MODULI's fit nothing to learn
+from: its RD is undefined. :func:`fit_front_model_file` then writes a file that says so (no
+network, no training points, ``info["unfitted"]`` the reason), so that the tables show "—" for that
+dataset's RD instead of the whole run stopping.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from morl import __version__
 from morl.data import DataFileError, file_sha256, load_dataset
 from morl.errors import InputError
 from morl.metrics import peda_front_mask
-from morl.progress import Progress
+from morl.progress import Progress, log
 from morl.runtime import torch_threads
 from morl.torch_io import load_torch, save_torch
 
@@ -84,17 +90,24 @@ class FrontModel:
     """A fitted front model: :meth:`predict` gives the predicted return vector of each preference.
 
     ``points_preference`` / ``points_return``: the training points (raw); ``info``: the settings and
-    provenance written with it (steps, seed, final loss, source file and hash, ...)."""
+    provenance written with it (steps, seed, final loss, source file and hash, ...). ``network`` is
+    None for a dataset with no training point (:attr:`fitted` False, ``info["unfitted"]`` says why)."""
 
-    network: nn.Sequential
+    network: nn.Sequential | None
     n_obj: int
     points_preference: np.ndarray
     points_return: np.ndarray
     info: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def fitted(self) -> bool:
+        return self.network is not None
+
     def predict(self, preferences) -> np.ndarray:
         """The predicted raw return vectors ``g(w)`` of the preferences (rows of a ``(P, n_obj)``
         array), as float64; one forward pass in float32 on one CPU thread."""
+        if self.network is None:
+            raise ValueError(f"this front model was never fitted: {self.info.get('unfitted', 'no training points')}")
         w = np.asarray(preferences, dtype=np.float64)
         if w.ndim != 2 or w.shape[1] != self.n_obj:
             raise ValueError(f"preferences must be a (P, {self.n_obj}) array, got shape {w.shape}")
@@ -187,7 +200,9 @@ def save_front_model(path: os.PathLike | str, model: FrontModel, meta: dict[str,
         "meta": dict(meta or {}),
         "points_preference": torch.from_numpy(np.ascontiguousarray(model.points_preference, np.float64)),
         "points_return": torch.from_numpy(np.ascontiguousarray(model.points_return, np.float64)),
-        "state_dict": {k: v.detach().clone() for k, v in model.network.state_dict().items()},
+        "state_dict": {}
+        if model.network is None
+        else {k: v.detach().clone() for k, v in model.network.state_dict().items()},
         "morl_version": __version__,
         "torch_version": str(torch.__version__),
     }
@@ -210,6 +225,15 @@ def load_front_model(path: os.PathLike | str) -> FrontModel:
     n_obj = obj["n_obj"]
     if isinstance(n_obj, bool) or not isinstance(n_obj, int) or n_obj < 2:
         raise DataFileError(path, f"front model has n_obj {n_obj!r}; expected an integer of at least 2")
+    info = {**dict(obj["info"]), **dict(obj["meta"])}
+    points = [obj["points_preference"], obj["points_return"]]
+    if not all(isinstance(p, torch.Tensor) and p.ndim == 2 and p.shape[1] == n_obj for p in points):
+        raise DataFileError(path, f"front model training points are not (K, {n_obj}) tensors")
+    points = [p.numpy().astype(np.float64) for p in points]
+    if info.get("unfitted"):
+        if obj["state_dict"] or len(points[0]):
+            raise DataFileError(path, "front model says it was never fitted, yet holds weights or training points")
+        return FrontModel(None, n_obj, *points, info)
     network = build_network(n_obj)
     try:
         network.load_state_dict(obj["state_dict"])
@@ -221,12 +245,7 @@ def load_front_model(path: os.PathLike | str) -> FrontModel:
     if not all(torch.isfinite(v).all() for v in network.state_dict().values()):
         raise DataFileError(path, "front model weights hold NaN or infinite values")
     network.eval()
-    points = [obj["points_preference"], obj["points_return"]]
-    if not all(isinstance(p, torch.Tensor) and p.ndim == 2 and p.shape[1] == n_obj for p in points):
-        raise DataFileError(path, f"front model training points are not (K, {n_obj}) tensors")
-    info = {**dict(obj["info"]), **dict(obj["meta"])}
-    return FrontModel(network, n_obj, points[0].numpy().astype(np.float64), points[1].numpy().astype(np.float64),
-                      info)  # fmt: skip
+    return FrontModel(network, n_obj, *points, info)
 
 
 def fit_front_model_file(dataset: os.PathLike | str, output: os.PathLike | str, steps: int = STEPS,
@@ -234,7 +253,8 @@ def fit_front_model_file(dataset: os.PathLike | str, output: os.PathLike | str, 
     """Fit the front model of a complete dataset file and write it to ``output``; return its info.
 
     A shattered or narrow coverage variant is refused: the front model of MODULI's RD comes from
-    the complete data, which the variant's held-out preferences are compared with.
+    the complete data, which the variant's held-out preferences are compared with. A dataset with no
+    training point (:func:`front_training_mask`) gets a file that records it was never fitted.
     """
     from morl.coverage import coverage_record
 
@@ -243,11 +263,17 @@ def fit_front_model_file(dataset: os.PathLike | str, output: os.PathLike | str, 
     if record is not None and record["coverage"] != "complete":
         raise InputError(f"{dataset}: a {record['coverage']!r} coverage variant; fit the front model on the complete "
                          f"dataset it was derived from ({ds.meta.get('coverage_source')})")  # fmt: skip
-    try:
+    if not front_training_mask(ds.traj_returns).any():
+        n_obj = ds.n_obj
+        why = (f"none of its {ds.n_trajectories} trajectories has a return with no negative objective that no "
+               "other return dominates, so MODULI's front model has nothing to fit and its RD is undefined")  # fmt: skip
+        log.warning("%s: %s", dataset, why)
+        info = {"steps": int(steps), "seed": int(seed), "n_trajectories": ds.n_trajectories, "n_points": 0,
+                "unfitted": why}  # fmt: skip
+        model = FrontModel(None, n_obj, np.empty((0, n_obj)), np.empty((0, n_obj)), info)
+    else:
         model = fit_front_model(ds.traj_preferences, ds.traj_returns, steps=steps, seed=seed, progress=progress,
                                 desc=f"front model {dataset}")  # fmt: skip
-    except ValueError as exc:
-        raise DataFileError(dataset, str(exc)) from None
     meta = {
         "source": str(dataset),
         "source_sha256": file_sha256(dataset),

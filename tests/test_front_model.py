@@ -152,3 +152,23 @@ def test_fitted_on_a_complete_dataset_file_and_never_on_a_variant(tiny_dataset, 
                       str(tmp_path / "v.pt"), "--steps", "3"]) == 2  # fmt: skip
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"morl fit-front-model: error: {variant}: a 'narrow' coverage variant")
+
+
+def test_a_dataset_with_nothing_to_fit_gets_a_file_that_says_so(tiny_dataset, tmp_path):
+    from morl.data import Dataset, load_dataset, write_dataset
+
+    ds = load_dataset(tiny_dataset)
+    derived = ("n_obj", "obs_dim", "act_dim", "n_trajectories", "n_steps", "format_version")
+    meta = {k: v for k, v in ds.meta.items() if k not in derived}
+    # each step loses more on the first objective than any reward gives: every return has a negative objective
+    rewards = ds.rewards - np.array([10.0 + np.abs(ds.rewards).max(), 0.0], dtype=np.float32)
+    negative = tmp_path / "negative.parquet"
+    write_dataset(negative, Dataset.from_arrays(ds.observations, ds.actions, rewards, ds.traj_preferences,
+                                                ds.traj_lengths, next_observations=ds.next_observations,
+                                                terminals=ds.terminals, timeouts=ds.timeouts, meta=meta))  # fmt: skip
+    info = fit_front_model_file(negative, tmp_path / "m.pt", steps=50, progress=False)
+    assert info["n_points"] == 0 and "nothing to fit and its RD is undefined" in info["unfitted"]
+    model = load_front_model(tmp_path / "m.pt")
+    assert not model.fitted and model.info["source_sha256"] == file_sha256(negative)
+    with pytest.raises(ValueError, match="never fitted"):
+        model.predict([[0.5, 0.5]])
