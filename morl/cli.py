@@ -165,7 +165,7 @@ def cmd_aggregate(args) -> int:
         raise InputError(f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
                          "give one training curve per evaluation, in the same order")  # fmt: skip
     outputs = aggregate(args.evaluations, args.fronts, args.out_dir, seeds=args.seeds,
-                        curves=dict(zip(args.evaluations, args.curves or [])))  # fmt: skip
+                        curves=dict(zip(args.evaluations, args.curves or [])), front_models=args.front_models)  # fmt: skip
     print(Path(outputs["results"]).read_text())
     return 0
 
@@ -349,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "of --evaluations (for the training-curve plots)")  # fmt: skip
     sp.add_argument("--seeds", type=_seed, nargs="*", default=None, help="the configured seeds: cells with fewer "
                     "are marked")  # fmt: skip
+    sp.add_argument("--front-models", nargs="*", default=[], help="the front model of each complete dataset with "
+                    "coverage variants (morl fit-front-model), for MODULI's return deviation RD")  # fmt: skip
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     return p
 
