@@ -3,8 +3,9 @@
 Reads every per-point evaluation file given, recomputes the metrics from the achieved returns,
 and writes into ``out_dir``
 
-* ``metrics.csv`` (one row per evaluation: env, quality, entropy, model, seed, HV, SP, ratio
-  deviation, mean utility, EUM, IGD, cardinality)
+* ``metrics.csv`` (one row per evaluation: env, quality, entropy, model, seed, HV, SP, the ratio
+  deviations, mean utility, EUM, IGD, cardinality, and for a coverage variant the held-out HV,
+  MODULI's return deviation RD and the distance to the data front)
   and ``baselines.csv`` (B and the trivial zero-/random-action policies, one row each per env);
 * ``hv.{md,csv,tex}`` and ``sp.{md,csv,tex}``: the HV and SP tables in the paper's layout
   (:func:`morl.tables.metric_table`; the CSV has one row per cell and seed);
@@ -15,8 +16,9 @@ and writes into ``out_dir``
 * ``plots/preference/<env>_<quality>-<entropy>.{png,pdf}``: target vs achieved preference;
 * ``plots/hv/<env>.{png,pdf}``: HV by quality and entropy level, bars with seed error bars;
 * ``plots/curves/<env>_<quality>-<entropy>.{png,pdf}``: training curves (when curves are given);
-* ``intervals.{md,csv,tex}``: per cell, HV with a bootstrap interval over seeds, HV / B, EUM, IGD
-  and cardinality; ``iqm.{md,csv,tex}`` and ``improvement.{md,csv,tex}``: the interquartile mean
+* ``intervals.{md,csv,tex}``: per cell, HV with a bootstrap interval over seeds, HV / B, EUM, IGD,
+  cardinality and MODULI's ratio deviation, and for a coverage variant the held-out HV, MODULI's RD
+  and the distance to the data front; ``iqm.{md,csv,tex}`` and ``improvement.{md,csv,tex}``: the interquartile mean
   of HV / B per model and the probability of improvement between models, with intervals
   (:mod:`morl.stats`), drawn in ``plots/statistics/{iqm,improvement}.{png,pdf}``;
 * with coverage variants among the datasets, ``generalisation.{md,csv,tex}``: per variant row and
@@ -28,6 +30,11 @@ and writes into ``out_dir``
 Cells without evaluations are shown as "—" with a footnote, so everything can be built from
 whatever evaluations exist while an experiment is running. Files that would be counted twice, or
 that disagree on what they are (:func:`check_evaluations`), are refused before anything is written.
+
+MODULI's return deviation needs the front model of each complete dataset a coverage variant was
+derived from (:mod:`morl.front_model`, one file per complete dataset, matched by the dataset's
+SHA-256 that the variant's evaluations record); a variant run whose front model is not given has
+no RD ("—").
 """
 
 from __future__ import annotations
@@ -43,7 +50,17 @@ from morl.data import DataFileError, FileMismatchError, atomic_write, short_hash
 from morl.envs import ENV_SPECS, get_spec
 from morl.errors import InputError
 from morl.evaluate import read_evaluation, summarize
-from morl.metrics import cardinality, eum, hypervolume, igd, pareto_front, return_deviation
+from morl.front_model import FrontModel, load_front_model
+from morl.metrics import (
+    cardinality,
+    eum,
+    front_distance,
+    front_scale,
+    hypervolume,
+    igd,
+    pareto_front,
+    return_deviation,
+)
 from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
 from morl.progress import log
 from morl.tables import (
@@ -76,13 +93,15 @@ from morl.tables import (
 
 Dataset = tuple[str, str, str]
 
-_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "hv_held_out_complete", "b_held_out", "rd_held_out")
+_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "hv_held_out_complete", "b_held_out", "rd_held_out",
+                     "rd_front_model_steps", "front_distance_held_out")  # fmt: skip
 METRICS_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String,
-                  "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "ratio_dev": pl.Float64, "utility": pl.Float64,
+                  "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "ratio_dev": pl.Float64,
+                  "ratio_dev_all": pl.Float64, "utility": pl.Float64,
                   "n_nondominated": pl.Int64, "n_points": pl.Int64, "eum": pl.Float64, "igd": pl.Float64,
                   "cardinality": pl.Int64, "coverage": pl.String, "n_held_out": pl.Int64,
                   "hv_held_out": pl.Float64, "hv_held_out_complete": pl.Float64, "b_held_out": pl.Float64,
-                  "rd_held_out": pl.Float64,
+                  "rd_held_out": pl.Float64, "rd_front_model_steps": pl.Int64, "front_distance_held_out": pl.Float64,
                   "file": pl.String}  # fmt: skip
 BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
                     **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:] if k not in _COVERAGE_COLUMNS}}  # fmt: skip
@@ -95,20 +114,49 @@ def entropy_label(meta: dict) -> str:
     return meta.get("entropy") if coverage in (None, "complete") else f"{meta.get('entropy')}-{coverage}"
 
 
-def held_out_measures(meta: dict, arr: dict) -> dict:
+def held_out_measures(meta: dict, arr: dict, front_model: FrontModel | None = None) -> dict:
     """Over the preferences a coverage variant held out: how many, the HV of the returns achieved
-    there and the return deviation from the complete data's front (nulls for complete data)."""
+    there, MODULI's return deviation RD from ``front_model`` (the front model of the complete dataset
+    the variant was derived from; None, or a front model that could not be fitted: no RD) and this
+    project's distance to the complete data's front (nulls for complete data).
+
+    The distance to the data front divides each objective by the largest value the complete data's
+    front takes over the whole grid (:func:`morl.metrics.front_scale` of ``data_front_return``), so
+    every variant of one dataset is measured in the same units; RD is in raw returns.
+    """
     if "held_out" not in arr:
         return {"coverage": meta.get("coverage") or "complete", "n_held_out": None, "hv_held_out": None,
-                "rd_held_out": None}  # fmt: skip
+                "rd_held_out": None, "rd_front_model_steps": None, "front_distance_held_out": None}  # fmt: skip
     sel = arr["held_out"]
     returns = arr["return"][sel]
+    scored = len(returns) > 0
+    fitted = front_model is not None and front_model.fitted
+    rd = return_deviation(returns, front_model.predict(arr["preference"][sel])) if scored and fitted else None
+    scale = front_scale(arr["data_front_return"])
     return {
         "coverage": meta.get("coverage"),
         "n_held_out": int(sel.sum()),
-        "hv_held_out": float(hypervolume(returns)) if len(returns) else None,
-        "rd_held_out": float(return_deviation(returns, arr["data_front_return"][sel])) if len(returns) else None,
+        "hv_held_out": float(hypervolume(returns)) if scored else None,
+        "rd_held_out": rd,
+        "rd_front_model_steps": int(front_model.info["steps"]) if fitted else None,
+        "front_distance_held_out": front_distance(returns, arr["data_front_return"][sel], scale) if scored else None,
     }
+
+
+def read_front_models(paths: Sequence[str | os.PathLike]) -> dict[str, tuple[str | os.PathLike, FrontModel]]:
+    """The front models of ``paths`` keyed by the SHA-256 of the dataset each was fitted on; two
+    files of one dataset are refused, naming both."""
+    models: dict[str, tuple[str | os.PathLike, FrontModel]] = {}
+    for path in paths:
+        model = load_front_model(path)
+        sha = model.info.get("source_sha256")
+        if not isinstance(sha, str):
+            raise DataFileError(path, "front model does not record the SHA-256 of the dataset it was fitted on")
+        if sha in models:
+            raise FileMismatchError(models[sha][0], path, [f"both are front models of the dataset sha256 "
+                                                           f"{short_hash(sha)}; give one per dataset"])  # fmt: skip
+        models[sha] = (path, model)
+    return models
 
 
 def _preference_keys(preferences: np.ndarray) -> list[tuple[float, ...]]:
@@ -262,19 +310,22 @@ def front_measures(returns) -> dict[str, float]:
     return {"eum": eum(returns), "cardinality": cardinality(returns)}
 
 
-def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike]):
-    """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev, utility,
-    n_nondominated, n_points, eum, igd (of the run's non-dominated points, to the union front of B and
-    every model evaluated on the same dataset, from the files given), cardinality, and for a coverage variant of a dataset (its
-    entropy labelled e.g. ``high-shattered``) the held-out count, HV and return deviation
-    (:func:`held_out_measures`), the HV the same model and seed reached at those preferences when
-    trained on the complete data and the HV of B there (:func:`held_out_on_complete`, if among the
-    files); baselines have no igd.
+def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike],
+                    front_models: Iterable[str | os.PathLike] = ()):  # fmt: skip
+    """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev (MODULI's),
+    ratio_dev_all (ours), utility, n_nondominated, n_points, eum, igd (of the run's non-dominated
+    points, to the union front of B and every model evaluated on the same dataset, from the files
+    given), cardinality, and for a coverage variant of a dataset (its entropy labelled e.g.
+    ``high-shattered``) the held-out count, HV, MODULI's RD (from the front model among
+    ``front_models`` fitted on the complete dataset the variant's evaluation records, with its step
+    count) and the distance to the data front (:func:`held_out_measures`), the HV the same model and
+    seed reached at those preferences when trained on the complete data and the HV of B there
+    (:func:`held_out_on_complete`, if among the files); baselines have no igd.
 
     The files are checked first (:func:`check_evaluations`); a file given twice is refused.
     """
-    model_evals, behavior_evals = list(model_evals), list(behavior_evals)
-    _refuse_same_files(model_evals + behavior_evals)
+    model_evals, behavior_evals, front_models = list(model_evals), list(behavior_evals), list(front_models)
+    _refuse_same_files(model_evals + behavior_evals + front_models)
     if not model_evals and not behavior_evals:
         raise InputError("no evaluation files given: there is nothing to tabulate")
     models = [(path, *read_evaluation(path)) for path in model_evals]
@@ -293,13 +344,21 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     reference = {cell: pareto_front(np.concatenate(parts)) for cell, parts in union.items()}
     # The same model and seed trained on the complete data, for what a variant's cut cost
     complete = {_run_key(meta): arr for _, meta, arr in models if "held_out" not in arr}
+    fitted = read_front_models(front_models)
     rows = []
     for path, meta, arr in models:
+        front_model = None
+        if "held_out" in arr and meta.get("coverage_source_sha256") in fitted:
+            model_path, front_model = fitted[meta["coverage_source_sha256"]]
+            if front_model.n_obj != arr["return"].shape[1]:
+                raise FileMismatchError(model_path, path, [f"the front model has {front_model.n_obj} objectives, the "
+                                                           f"evaluation {arr['return'].shape[1]}"])  # fmt: skip
         s = summarize(arr["preference"], arr["return"])
         cell = (meta["env_id"], meta["quality"], entropy_label(meta))
         rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": cell[2],
                      "model": meta["model"], "seed": meta["train_seed"], **s, **front_measures(arr["return"]),
-                     "igd": igd(pareto_front(arr["return"]), reference[cell]), **held_out_measures(meta, arr),
+                     "igd": igd(pareto_front(arr["return"]), reference[cell]),
+                     **held_out_measures(meta, arr, front_model),
                      "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
                      "b_held_out": held_out_on_complete(arr, behavior_points.get(meta["env_id"])),
                      "file": str(path)})  # fmt: skip
@@ -355,6 +414,7 @@ def aggregate(
     seeds: Sequence[int] | None = None,
     curves: Mapping[str, str | os.PathLike] | None = None,
     plots: bool = True,
+    front_models: Sequence[str | os.PathLike] = (),
 ) -> dict[str, Path]:
     """Write the tables and plots listed in the module docstring into ``out_dir``; return their paths.
 
@@ -368,9 +428,11 @@ def aggregate(
             ``model_evals``); the curve belongs to the env, dataset, model and seed the
             evaluation file's metadata names.
         plots: False writes the tables only (``summary.html`` then has no figures).
+        front_models: front model files (``front_model`` stage, :mod:`morl.front_model`), one per
+            complete dataset with coverage variants: MODULI's RD of the variants' runs.
     """
     out_dir = Path(out_dir)
-    metrics, baselines = collect_metrics(model_evals, behavior_evals)
+    metrics, baselines = collect_metrics(model_evals, behavior_evals, front_models)
     if datasets is None:
         datasets = metrics.select("env", "quality", "entropy").iter_rows()
     datasets = sort_datasets(tuple(d) for d in datasets)

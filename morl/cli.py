@@ -138,6 +138,17 @@ def cmd_derive_coverage(args) -> int:
     return 0
 
 
+def cmd_fit_front_model(args) -> int:
+    from morl.config import load_config
+    from morl.coverage import front_model_steps
+    from morl.front_model import fit_front_model_file
+
+    steps = args.steps if args.steps is not None else front_model_steps(load_config(args.config).get("coverage"))
+    info = fit_front_model_file(args.dataset, args.output, steps=steps, seed=args.seed)
+    print(json.dumps(info, indent=2))
+    return 0
+
+
 def cmd_import_d4morl(args) -> int:
     from morl.d4morl import import_d4morl
 
@@ -154,7 +165,7 @@ def cmd_aggregate(args) -> int:
         raise InputError(f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
                          "give one training curve per evaluation, in the same order")  # fmt: skip
     outputs = aggregate(args.evaluations, args.fronts, args.out_dir, seeds=args.seeds,
-                        curves=dict(zip(args.evaluations, args.curves or [])))  # fmt: skip
+                        curves=dict(zip(args.evaluations, args.curves or [])), front_models=args.front_models)  # fmt: skip
     print(Path(outputs["results"]).read_text())
     return 0
 
@@ -315,6 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--coverage", required=True, choices=["shattered", "narrow"])
     sp.add_argument("--output", required=True, type=_output_file)
 
+    sp = with_config(add("fit-front-model", cmd_fit_front_model, "fit the front model of MODULI's return deviation "
+                         "on a complete dataset (one per dataset with coverage variants)"))  # fmt: skip
+    sp.add_argument("--dataset", required=True, help="the complete dataset the variants were derived from")
+    sp.add_argument("--output", required=True, type=_output_file)
+    sp.add_argument("--steps", type=_bounded_count(10**9, "gradient steps"), default=None,
+                    help="gradient steps (default: the config's coverage.front_model_steps, MODULI's 100,000)")  # fmt: skip
+    sp.add_argument("--seed", type=_seed, default=0, help="seed of the fit (MODULI's: 0)")
+
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")
     sp.add_argument("--env", required=True, help="env id, e.g. MO-HalfCheetah-v2")
@@ -330,6 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "of --evaluations (for the training-curve plots)")  # fmt: skip
     sp.add_argument("--seeds", type=_seed, nargs="*", default=None, help="the configured seeds: cells with fewer "
                     "are marked")  # fmt: skip
+    sp.add_argument("--front-models", nargs="*", default=[], help="the front model of each complete dataset with "
+                    "coverage variants (morl fit-front-model), for MODULI's return deviation RD")  # fmt: skip
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     return p
 
@@ -342,6 +363,7 @@ FILE_ARGS = {
     "train": (("dataset", "reference_dataset", "config"), ("output", "curve")),
     "evaluate": (("checkpoint", "dataset", "reference_dataset", "coverage_source", "config"), ("output",)),
     "derive-coverage": (("dataset", "config"), ("output",)),
+    "fit-front-model": (("dataset", "config"), ("output",)),
     "import-d4morl": (("pickle",), ("out",)),
 }
 

@@ -74,6 +74,10 @@ from morl.errors import InputError
 
 COVERAGES = ("complete", "shattered", "narrow")
 DEFAULTS = {"shattered": {"centers": [0.2, 0.5, 0.8], "fraction": 0.3}, "narrow": {"keep": [0.15, 0.85]}}
+#: The key of the gradient steps of the front model behind MODULI's return deviation
+#: (:mod:`morl.front_model`), fitted once per complete dataset that has variants; MODULI's 100,000.
+FRONT_MODEL_STEPS = "front_model_steps"
+DEFAULT_FRONT_MODEL_STEPS = 100_000
 
 #: The preference coordinate the bands are defined on (the weight of the first objective).
 OBJECTIVE = 0
@@ -158,15 +162,32 @@ def _check_narrow(given: dict, where: str) -> dict:
     return {"keep": keep}
 
 
+def _check_front_model_steps(value, where: str) -> int:
+    key = f"{where}.{FRONT_MODEL_STEPS}"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{key}: {value!r} is not a whole number of gradient steps of at least 1")
+    return value
+
+
+def front_model_steps(settings: dict | None, where: str = "coverage") -> int:
+    """The gradient steps of the front model (``front_model_steps`` of the config's coverage section,
+    ``settings``; default MODULI's 100,000). Kept apart from :func:`check_settings`, so that the
+    step count does not enter the settings a variant is derived with."""
+    given = _mapping(settings, where)
+    return _check_front_model_steps(given.get(FRONT_MODEL_STEPS, DEFAULT_FRONT_MODEL_STEPS), where)
+
+
 def check_settings(settings: dict | None, where: str = "coverage") -> dict:
     """The coverage settings with defaults filled: ``{"shattered": {...}, "narrow": {...}}``.
 
     ``settings`` is the config's coverage section (``None`` or a missing entry: the defaults);
     ``where`` is its key, the prefix of every key an :class:`InputError` names (e.g.
     ``coverage.shattered.centers[1]``). The result holds plain floats and lists (JSON-able).
+    ``front_model_steps`` is checked but not returned (:func:`front_model_steps` reads it).
     """
     given = _mapping(settings, where)
-    _no_unknown_keys(given, tuple(DEFAULTS), where)
+    _no_unknown_keys(given, (*DEFAULTS, FRONT_MODEL_STEPS), where)
+    front_model_steps(given, where)  # checked here too, so a config's mistake shows up with the others
     return {
         "shattered": _check_shattered(_mapping(given.get("shattered"), f"{where}.shattered"), where),
         "narrow": _check_narrow(_mapping(given.get("narrow"), f"{where}.narrow"), where),

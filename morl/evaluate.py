@@ -54,7 +54,15 @@ from morl.data import (
 from morl.envs import get_spec
 from morl.errors import InputError
 from morl.families import load_agent
-from morl.metrics import front_at, hypervolume, mean_utility, pareto_front, ratio_deviation, sparsity
+from morl.metrics import (
+    front_at,
+    hypervolume,
+    mean_utility,
+    pareto_front,
+    ratio_deviation,
+    ratio_deviation_all,
+    sparsity,
+)
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
 from morl.rollout import BehaviorAgent, Controller, episode_seeds, rollout, rollout_sequential
@@ -117,11 +125,17 @@ def initial_targets(coef: np.ndarray, preferences: np.ndarray) -> np.ndarray:
 
 
 def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
-    """HV, SP, ratio deviation, mean utility and the number of non-dominated points of one evaluation."""
+    """HV, SP, the ratio deviations, mean utility and the number of non-dominated points of one evaluation.
+
+    ``ratio_dev`` is MODULI's ratio deviation, over the points PEDA keeps
+    (:func:`morl.metrics.ratio_deviation`); ``ratio_dev_all`` is this project's, over every point
+    (:func:`morl.metrics.ratio_deviation_all`).
+    """
     return {
         "hv": float(hypervolume(returns)),
         "sp": float(sparsity(returns)),
         "ratio_dev": float(ratio_deviation(preferences, returns)),
+        "ratio_dev_all": float(ratio_deviation_all(preferences, returns)),
         "utility": float(mean_utility(preferences, returns)),
         "n_nondominated": int(len(pareto_front(returns))),
         "n_points": int(len(returns)),
@@ -301,7 +315,7 @@ def evaluate_checkpoint(
     dataset it was derived from (another file is refused, naming both). Each grid point is then
     tagged ``held_out`` when its preference lies in a band the variant removed, and gets
     ``data_front_return``, the complete data's front at that preference (:func:`morl.metrics.front_at`),
-    from which the tables compute the return deviation on the held-out points.
+    from which the tables compute the distance to the data front on the held-out points.
     """
     ds = load_dataset(dataset, expect_env=expect_env)
     ds_meta = ds.meta

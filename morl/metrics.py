@@ -10,10 +10,15 @@ protocol of ``docs/protocol.md``), this module computes:
   for more (Hypervolume by Slicing Objectives);
 * :func:`sparsity` (SP) - the mean squared gap between neighbouring front points, per objective,
   on the points PEDA keeps (:func:`peda_front`);
-* :func:`ratio_deviation` - how far the achieved return ratios are from the preferences (this is
-  not the "return deviation" of later work, which :func:`return_deviation` computes);
-* :func:`return_deviation` (RD) - the distance between achieved returns and reference returns,
-  e.g. those :func:`front_at` reads off a dataset's front at the same preferences;
+* :func:`ratio_deviation` - MODULI's ratio deviation ("mv"): how far the achieved return ratios
+  are from the preferences, over the points PEDA keeps; :func:`ratio_deviation_all` is this
+  project's variant over every point;
+* :func:`return_deviation` (RD) - MODULI's return deviation: the mean L2 distance between the
+  achieved returns and the returns a front model (:mod:`morl.front_model`) predicts at the same
+  preferences, in raw return units;
+* :func:`front_distance` - this project's distance to a data front, e.g. what :func:`front_at`
+  reads off a dataset's front at the same preferences, each objective divided by a fixed scale
+  (:func:`front_scale`);
 * :func:`mean_utility` - the mean scalarised return ``w . R`` of each point at its own preference;
 * :func:`eum` (EUM) - the expected utility metric of morl-baselines: for each weight of a fixed,
   evenly spread set, the best scalarised return over the points, averaged over the weights;
@@ -33,11 +38,15 @@ import numpy as np
 __all__ = [
     "pareto_front",
     "peda_front",
+    "peda_front_mask",
     "hypervolume",
     "sparsity",
     "ratio_deviation",
+    "ratio_deviation_all",
     "return_deviation",
     "front_at",
+    "front_scale",
+    "front_distance",
     "mean_utility",
     "eum",
     "igd",
@@ -283,24 +292,36 @@ def hypervolume(points, ref_point=None) -> float:
 
 
 # ---------------------------------------------------------------------------------------------
-# Sparsity, return deviation, expected utility
+# Sparsity, ratio and return deviation, distance to a front, mean utility
 # ---------------------------------------------------------------------------------------------
+
+
+def peda_front_mask(points) -> np.ndarray:
+    """For each row of ``points``: does PEDA keep it (``docs/protocol.md``)? A point is kept when
+    none of its coordinates is negative and no row of ``points`` dominates it.
+
+    This is PEDA's ``undominated_indices`` with tolerance 0 as a mask: every row is compared with
+    every row, those with a negative coordinate included; duplicates are all kept (a point does not
+    dominate its copy). An empty input gives an empty mask.
+    """
+    p = _as_points(points)
+    if p.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    unique, inverse = np.unique(p, axis=0, return_inverse=True)
+    keep = _front_mask(unique) & np.all(unique >= 0.0, axis=1)
+    return keep[inverse.reshape(-1)]
 
 
 def peda_front(points) -> np.ndarray:
     """The points PEDA's sparsity is computed on (``docs/protocol.md``): every point with no
-    negative coordinate that no point dominates.
+    negative coordinate that no point dominates (:func:`peda_front_mask`).
 
     Unlike :func:`pareto_front`, duplicates are all kept (a point does not dominate its copy);
     points with a negative coordinate are dropped even when nothing dominates them. Rows keep
     their input order.
     """
     p = _as_points(points)
-    if p.shape[0] == 0:
-        return p
-    unique, inverse = np.unique(p, axis=0, return_inverse=True)
-    keep = _front_mask(unique) & np.all(unique >= 0.0, axis=1)
-    return p[keep[inverse.reshape(-1)]]
+    return p[peda_front_mask(p)] if p.shape[0] else p
 
 
 def sparsity(points) -> float:
@@ -322,26 +343,86 @@ def sparsity(points) -> float:
     return float(np.sum(np.diff(s, axis=0) ** 2) / (n - 1))
 
 
+def _ratio_distances(w: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``|| R_i / sum(R_i) - w_i ||_2`` for the rows whose return sums to more than 0."""
+    totals = r.sum(axis=1)
+    ok = totals > 0.0
+    return np.linalg.norm(r[ok] / totals[ok, None] - w[ok], axis=1)
+
+
 def ratio_deviation(preferences, returns) -> float:
-    """Mean L2 distance between the achieved return ratio and the preference.
+    """MODULI's ratio deviation ("mv"): the mean L2 distance between the achieved return ratio and
+    the preference, over the points PEDA keeps (lower is better).
+
+    With ``K`` the rows :func:`peda_front_mask` keeps (no negative coordinate, dominated by no row of
+    the whole set, duplicates kept), each with preference ``w_i`` and raw return vector ``R_i``::
+
+        ratio deviation = mean_{i in K} || R_i / sum_j R_ij  -  w_i ||_2
+
+    0 means every kept point split its return between objectives exactly as its preference asks.
+    Points that are dominated or have a negative coordinate do not count, however far their ratio
+    is from their preference. A kept point whose return is all zeros has no ratio and is left out
+    (MODULI's code would divide by zero); the result is NaN when no point is left.
+
+    Source: MODULI's ``compute_matchvalue``, fed with PEDA's ``undominated_indices`` (tolerance 0),
+    in ``dev/visualize/tex_table_generator_together_mvwr_oodonly.py`` of github.com/pickxiguapi/MODULI
+    (``docs/protocol.md``).
+    """
+    w, r = _as_paired(preferences, returns)
+    keep = peda_front_mask(r)
+    d = _ratio_distances(w[keep], r[keep])
+    return float(np.mean(d)) if d.size else float("nan")
+
+
+def ratio_deviation_all(preferences, returns) -> float:
+    """This project's ratio deviation: as :func:`ratio_deviation`, but over every point.
 
     For each point ``i`` with preference ``w_i`` (non-negative, summing to 1) and achieved raw
     return vector ``R_i`` (with ``sum(R_i) > 0``)::
 
-        ratio deviation = mean_i || R_i / sum_j R_ij  -  w_i ||_2
+        ratio deviation (all) = mean_i || R_i / sum_j R_ij  -  w_i ||_2
 
-    0 means every agent split its return between objectives exactly in the proportions of its
-    preference. Points whose return vector does not have a positive sum have no return ratio
-    (a policy with large energy penalties can get there); they are left out of the mean, and
-    the result is NaN when no point is left.
+    It scores how each point follows its preference, dominated points included. Points whose
+    return vector does not have a positive sum have no return ratio (a policy with large energy
+    penalties can get there); they are left out of the mean, and the result is NaN when no point
+    is left.
     """
     w, r = _as_paired(preferences, returns)
-    totals = r.sum(axis=1)
-    ok = totals > 0.0
-    if not np.any(ok):
+    d = _ratio_distances(w, r)
+    return float(np.mean(d)) if d.size else float("nan")
+
+
+def _paired_returns(returns, other, other_name: str) -> tuple[np.ndarray, np.ndarray]:
+    r = _as_points(returns, "returns")
+    f = _as_points(other, other_name, r.shape[1] if r.shape[1] else None)
+    if len(f) != len(r):
+        raise ValueError(f"returns ({len(r)}) and {other_name} ({len(f)}) must pair row by row")
+    return r, f
+
+
+def return_deviation(returns, predicted_returns) -> float:
+    """MODULI's return deviation (RD): the mean Euclidean distance, in raw return units, between
+    each achieved return and the return a front model predicts at the same preference (lower is
+    better).
+
+    ``returns`` (``G(w_i)``, what the agent achieved at preference ``w_i``) and ``predicted_returns``
+    (``g(w_i)``, e.g. :meth:`morl.front_model.FrontModel.predict` at the same preferences) are
+    ``(N, n_obj)`` arrays paired by row::
+
+        RD = mean_i || g(w_i) - G(w_i) ||_2
+
+    No objective is scaled, no point is filtered: every objective counts in its own units, so RD
+    is comparable between runs scored against the same front model (one per complete dataset),
+    and not between tasks. NaN for no points (e.g. no held-out preference).
+
+    Source: the RD row of MODULI's out-of-distribution table,
+    ``dev/visualize/tex_table_generator_together_mvwr_oodonly.py`` of github.com/pickxiguapi/MODULI
+    (``docs/protocol.md``).
+    """
+    r, g = _paired_returns(returns, predicted_returns, "predicted_returns")
+    if len(r) == 0:
         return float("nan")
-    ratio = r[ok] / totals[ok, None]
-    return float(np.mean(np.linalg.norm(ratio - w[ok], axis=1)))
+    return float(np.mean(np.linalg.norm(g - r, axis=1)))
 
 
 def front_at(preferences, front) -> np.ndarray:
@@ -353,29 +434,42 @@ def front_at(preferences, front) -> np.ndarray:
     return z[np.argmax(w @ z.T, axis=1)]
 
 
-def return_deviation(returns, reference_returns) -> float:
-    """Return deviation (RD): the mean distance between each achieved return and a reference return.
+def front_scale(reference_returns) -> np.ndarray:
+    """The per-objective scale :func:`front_distance` divides by: the largest absolute value each
+    objective takes in ``reference_returns`` (1 where that is 0).
 
-    Later offline-MORL work (MODULI, Yuan et al. 2024) scores generalisation to preferences the data
-    did not cover by how far the achieved return lies from the best return known for that preference.
-    Here the reference of a preference is :func:`front_at` of the complete dataset's trajectory
-    returns, and each objective is divided by the largest absolute value any reference takes in it,
-    so objectives of different sizes weigh alike::
-
-        RD = mean_i || (R_i - F_i) / s ||_2,   s_k = max_i |F_ik|  (1 where that is 0)
-
-    ``returns`` and ``reference_returns`` are paired ``(N, n_obj)`` arrays; lower is better, 0 means
-    every point reached its reference exactly.
+    Give it the reference returns of the whole preference grid (e.g. :func:`front_at` of a complete
+    dataset at every grid point), not of a subset: then every subset scored against that dataset
+    (each coverage variant's held-out preferences) is measured in the same units.
     """
-    r = _as_points(returns, "returns")
-    f = _as_points(reference_returns, "reference_returns", r.shape[1])
-    if len(f) != len(r):
-        raise ValueError(f"returns ({len(r)}) and reference_returns ({len(f)}) must pair row by row")
-    if len(r) == 0:
-        return float("nan")  # no point to score (e.g. no held-out preference)
+    f = _as_points(reference_returns, "reference_returns")
+    if f.shape[0] == 0:
+        raise ValueError("reference_returns must be non-empty")
     scale = np.abs(f).max(axis=0)
     scale[scale == 0] = 1.0
-    return float(np.mean(np.linalg.norm((r - f) / scale, axis=1)))
+    return scale
+
+
+def front_distance(returns, reference_returns, scale) -> float:
+    """This project's distance to a data front: the mean distance between each achieved return
+    and a reference return, each objective divided by a fixed ``scale`` (lower is better).
+
+    ``returns`` and ``reference_returns`` are ``(N, n_obj)`` arrays paired by row; in the tables the
+    reference of a preference is :func:`front_at` of the complete dataset's trajectory returns, and
+    ``scale`` is :func:`front_scale` of that front over the whole grid, fixed per dataset::
+
+        front distance = mean_i || (R_i - F_i) / s ||_2
+
+    Unlike :func:`return_deviation` it needs no fitted model, and objectives of different sizes
+    weigh alike. 0 means every point reached its reference exactly; NaN for no points.
+    """
+    r, f = _paired_returns(returns, reference_returns, "reference_returns")
+    s = np.asarray(scale, dtype=np.float64)
+    if s.shape != (r.shape[1],) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"scale must hold one positive finite value per objective ({r.shape[1]}), got {s!r}")
+    if len(r) == 0:
+        return float("nan")
+    return float(np.mean(np.linalg.norm((r - f) / s, axis=1)))
 
 
 def mean_utility(preferences, returns) -> float:

@@ -131,7 +131,7 @@ _LATEX_REPLACEMENTS = {
     "\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}",
     MISSING: "---", "±": "$\\pm$", "×": "$\\times$", PARTIAL_MARK: "$^\\dagger$",
     "τ": "$\\tau$", "−": "$-$", "§": "\\S{}", "Σ": "$\\Sigma$", "·": "$\\cdot$", "≥": "$\\geq$",
-    "≤": "$\\leq$", "–": "--",
+    "≤": "$\\leq$", "–": "--", "‖": "$\\|$", "₁": "$_1$", "₂": "$_2$",
 }  # fmt: skip
 
 
@@ -470,10 +470,33 @@ def html_document(tables: Sequence[str], figures: Sequence[tuple[str, str | byte
 CONFIDENCE, REPS, STATS_SEED = 0.95, 2000, 0
 
 
+#: The units RD is shown in, per env: MODULI's (``scale_wr`` of its table script), 1e3 and 1e2 for
+#: Swimmer; other envs in raw returns. One unit per env, so every variant of a dataset reads alike.
+RD_UNITS = {"MO-Ant-v2": 1e3, "MO-HalfCheetah-v2": 1e3, "MO-Hopper-v2": 1e3, "MO-Hopper-v3": 1e3,
+            "MO-Walker2d-v2": 1e3, "MO-Swimmer-v2": 1e2}  # fmt: skip
+#: MODULI's gradient steps for the front model of RD.
+MODULI_FRONT_MODEL_STEPS = 100_000
+
+
+def _finite(frame: pl.DataFrame, key: str) -> np.ndarray:
+    """The finite values of a column (nulls and NaN dropped; none if there is no such column), as float64."""
+    if key not in frame.columns:
+        return np.empty(0)
+    arr = np.asarray([v for v in frame[key].to_list() if v is not None], dtype=np.float64)
+    return arr[np.isfinite(arr)]
+
+
+def _mean_std(values: np.ndarray) -> tuple[float | None, float | None]:
+    return (float(values.mean()), float(values.std())) if len(values) else (None, None)
+
+
 def interval_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
                   models: Sequence[str]) -> pl.DataFrame:  # fmt: skip
     """Per env, dataset and model: HV mean, std and 95% bootstrap interval over seeds (paper units),
-    HV / B, and the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`)."""
+    HV / B, the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`), MODULI's
+    ratio deviation (mean and std over seeds), and for a coverage variant the held-out HV with its
+    interval, MODULI's RD (raw returns: mean and std over the seeds that have one; ``rd_unit`` is the
+    unit the table shows it in) and the distance to the data front (mean)."""
     from morl.stats import cell_interval
 
     models = ordered_models(models, metrics)
@@ -489,48 +512,72 @@ def interval_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequ
             hv = runs["hv"].to_numpy() / unit
             low, high = cell_interval(hv, CONFIDENCE, REPS, STATS_SEED)
             b_hv = b.get(env)
-            held = runs["hv_held_out"].drop_nulls().to_numpy() / unit if "hv_held_out" in runs.columns else []
+            held = _finite(runs, "hv_held_out") / unit
             held_ci = cell_interval(held, CONFIDENCE, REPS, STATS_SEED) if len(held) else (None, None)
+            ratio, rd, fd = (_finite(runs, k) for k in ("ratio_dev", "rd_held_out", "front_distance_held_out"))
+            steps = sorted(set(runs["rd_front_model_steps"].drop_nulls().to_list())) if len(rd) else []
             rows.append({
                 "env": env, "quality": quality, "entropy": entropy, "model": m, "n_seeds": len(runs),
                 "hv_mean": float(hv.mean()), "hv_std": float(hv.std()), "hv_ci_low": low, "hv_ci_high": high,
                 "unit": unit, "hv_over_b": float(hv.mean() * unit / b_hv) if b_hv else None,
                 "eum": runs["eum"].mean(), "igd": runs["igd"].mean(), "cardinality": runs["cardinality"].mean(),
+                **dict(zip(("ratio_dev_mean", "ratio_dev_std"), _mean_std(ratio), strict=True)),
                 "hv_held_out_mean": float(np.mean(held)) if len(held) else None,
                 "hv_held_out_ci_low": held_ci[0], "hv_held_out_ci_high": held_ci[1],
-                "rd_held_out": runs["rd_held_out"].mean() if "rd_held_out" in runs.columns else None,
+                **dict(zip(("rd_held_out_mean", "rd_held_out_std"), _mean_std(rd), strict=True)),
+                "rd_n_seeds": len(rd), "rd_unit": RD_UNITS.get(env, 1.0),
+                "rd_front_model_steps": steps[0] if len(steps) == 1 else None,
+                "front_distance_held_out": float(fd.mean()) if len(fd) else None,
             })  # fmt: skip
     schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "n_seeds": pl.Int64,
               "hv_mean": pl.Float64, "hv_std": pl.Float64, "hv_ci_low": pl.Float64, "hv_ci_high": pl.Float64,
               "unit": pl.Float64, "hv_over_b": pl.Float64, "eum": pl.Float64, "igd": pl.Float64,
-              "cardinality": pl.Float64, "hv_held_out_mean": pl.Float64, "hv_held_out_ci_low": pl.Float64,
-              "hv_held_out_ci_high": pl.Float64, "rd_held_out": pl.Float64}  # fmt: skip
+              "cardinality": pl.Float64, "ratio_dev_mean": pl.Float64, "ratio_dev_std": pl.Float64,
+              "hv_held_out_mean": pl.Float64, "hv_held_out_ci_low": pl.Float64, "hv_held_out_ci_high": pl.Float64,
+              "rd_held_out_mean": pl.Float64, "rd_held_out_std": pl.Float64, "rd_n_seeds": pl.Int64,
+              "rd_unit": pl.Float64, "rd_front_model_steps": pl.Int64,
+              "front_distance_held_out": pl.Float64}  # fmt: skip
     return pl.DataFrame(rows, schema=schema)
+
+
+def _mean_pm_std(mean: float | None, std: float | None, unit: float = 1.0, shown_unit: bool = False) -> str:
+    if mean is None:
+        return MISSING
+    text = f"{fmt_number(mean / unit)[0]} ± {fmt_number(std / unit)[0]}"
+    return text + (f" (×{unit_label(unit)})" if shown_unit else "")
 
 
 def interval_table(long: pl.DataFrame) -> Table:
     """:func:`interval_long` as a table, one row per env, dataset and model; with coverage variants
-    among the datasets, also the HV over the held-out preferences (with its interval) and the
-    return deviation there."""
+    among the datasets, also the HV over the held-out preferences (with its interval), MODULI's
+    return deviation there and the distance to the data front there."""
     held = long["hv_held_out_mean"].drop_nulls().len() > 0
-    titles = ["env", "dataset", "model", "seeds", "HV (unit)", "HV 95% CI", "HV / B", "EUM", "IGD", "cardinality"]
+    titles = ["env", "dataset", "model", "seeds", "HV (unit)", "HV 95% CI", "HV / B", "EUM", "IGD", "cardinality",
+              "ratio dev."]  # fmt: skip
     if held:
-        titles += ["HV held-out (unit)", "held-out 95% CI", "RD held-out"]
+        titles += ["HV held-out (unit)", "held-out 95% CI", "RD held-out (unit)", "front distance held-out"]
     rows = []
+    any_rd_missing = False
     for r in long.iter_rows(named=True):
         unit = f" (×{unit_label(r['unit'])})"
         row = [Cell(r["env"]), Cell(dataset_label(r["quality"], r["entropy"])), Cell(display_name(r["model"])),
                Cell(str(r["n_seeds"])), Cell(f"{fmt_number(r['hv_mean'])[0]} ± {fmt_number(r['hv_std'])[0]}{unit}"),
                Cell(f"[{fmt_number(r['hv_ci_low'])[0]}, {fmt_number(r['hv_ci_high'])[0]}]"),
                Cell(MISSING if r["hv_over_b"] is None else fmt_number(r["hv_over_b"])[0]),
-               Cell(f"{r['eum']:.4g}"), Cell(f"{r['igd']:.4g}"), Cell(f"{r['cardinality']:.1f}")]  # fmt: skip
+               Cell(f"{r['eum']:.4g}"), Cell(f"{r['igd']:.4g}"), Cell(f"{r['cardinality']:.1f}"),
+               Cell(_mean_pm_std(r["ratio_dev_mean"], r["ratio_dev_std"]))]  # fmt: skip
         if held:
             if r["hv_held_out_mean"] is None:
-                row += [Cell(MISSING)] * 3
+                row += [Cell(MISSING)] * 4
             else:
+                any_rd_missing |= r["rd_held_out_mean"] is None
+                rd = _mean_pm_std(r["rd_held_out_mean"], r["rd_held_out_std"], r["rd_unit"], shown_unit=True)
+                if r["rd_held_out_mean"] is not None and r["rd_n_seeds"] < r["n_seeds"]:
+                    rd += f" ({r['rd_n_seeds']} seeds)"
+                fd = r["front_distance_held_out"]
                 row += [Cell(f"{fmt_number(r['hv_held_out_mean'])[0]}{unit}"),
                         Cell(f"[{fmt_number(r['hv_held_out_ci_low'])[0]}, {fmt_number(r['hv_held_out_ci_high'])[0]}]"),
-                        Cell(MISSING if r["rd_held_out"] is None else f"{r['rd_held_out']:.3f}")]  # fmt: skip
+                        Cell(rd), Cell(MISSING if fd is None else f"{fd:.3f}")]  # fmt: skip
         rows.append(row)
     notes = [
         "HV: mean ± std over training seeds in the paper's unit; 95% CI: percentile bootstrap of that mean over the "
@@ -538,16 +585,34 @@ def interval_table(long: pl.DataFrame) -> Table:
         "EUM: expected utility over 100 evenly spread weights (morl-baselines); IGD: inverted generational distance "
         "to the union front of B and every model evaluated on the dataset (raw returns, lower is better); "
         "cardinality: distinct non-dominated points. Means over seeds.",
+        "Ratio dev.: MODULI's ratio deviation, the mean of ‖R / ΣR − w‖₂ over the grid points PEDA keeps (no negative "
+        "objective, not dominated within the run's points); mean ± std over seeds, lower is better. metrics.csv "
+        "also has ratio_dev_all, this project's variant over every point.",
     ]
     if held:
+        steps = sorted(set(long["rd_front_model_steps"].drop_nulls().to_list()))
+        fitted = ", ".join(f"{s:,}" for s in steps) if steps else "no front model given"
+        departure = "" if steps == [MODULI_FRONT_MODEL_STEPS] else (
+            f" (MODULI: {MODULI_FRONT_MODEL_STEPS:,} steps)" if steps else "")  # fmt: skip
+        units = ", ".join(f"{e} ×{unit_label(u)}" for e, u in dict(zip(long["env"], long["rd_unit"])).items())
         notes.append(
             "Held-out: over the grid preferences inside the bands a coverage variant (shattered, narrow) removed from "
-            "its data: the HV of the returns achieved there, with its bootstrap interval, and the return deviation RD "
-            "from the complete data's front at each such preference (per objective divided by the front's largest "
-            f"value; lower is better). {MISSING} for complete data, which holds nothing out."
+            "its data, with the HV of the returns achieved there and its bootstrap interval. RD held-out: MODULI's "
+            "return deviation, the mean over those preferences of ‖g(w) − R(w)‖₂ in raw returns, g the front model "
+            "(an MLP from preference to return) fitted on the complete dataset's non-negative non-dominated "
+            f"trajectories with {fitted} gradient steps{departure}; mean ± std over seeds in the unit shown "
+            f"({units}); lower is better. Front distance held-out (ours): the mean of ‖(R(w) − F(w)) / s‖₂, F(w) the "
+            "complete data's trajectory return best at w and s per objective the largest |F| over the whole grid "
+            f"(fixed per dataset); mean over seeds. {MISSING} for complete data, which holds nothing out."
         )
-    return Table("Per-cell statistics: HV with bootstrap intervals, EUM, IGD, cardinality", [Cell(t) for t in titles],
-                 rows, notes, n_label_columns=4)  # fmt: skip
+        if any_rd_missing:
+            notes.append(
+                f"{MISSING} in RD held-out of a variant row: no front model of its complete dataset was given, or "
+                "none could be fitted (no trajectory of that dataset has a return with no negative objective that no "
+                "other return dominates, so MODULI's RD is undefined there)."
+            )
+    return Table("Per-cell statistics: HV with bootstrap intervals, EUM, IGD, cardinality, deviations",
+                 [Cell(t) for t in titles], rows, notes, n_label_columns=4)  # fmt: skip
 
 
 def normalised_scores(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],

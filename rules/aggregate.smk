@@ -9,6 +9,7 @@ rule aggregate:
         evaluations=all_evaluations(),
         fronts=all_behavior_fronts(),
         curves=all_curves(),
+        front_models=all_front_models(),
     output:
         **table_outputs(TABLES, with_report=True),
         **plot_outputs(TABLES, with_report=True),
@@ -35,6 +36,7 @@ rule partial_tables:
         evaluations=lambda wc: [e for e, _ in runs_on_disk()],
         fronts=lambda wc: [f for f in all_behavior_fronts() if os.path.exists(f)],
         curves=lambda wc: [c for _, c in runs_on_disk() if c],
+        front_models=lambda wc: [m for m in all_front_models() if os.path.exists(m)],
     output:
         **table_outputs(PARTIAL_TABLES, with_report=False),
         **plot_outputs(PARTIAL_TABLES, with_report=False),

@@ -9,6 +9,7 @@ from morl.config import (
     train_settings,
     training_definitions,
 )
+from morl.coverage import front_model_steps
 from morl.families import wildcard_pattern
 from morl.shipped import shipped_policy_path
 
@@ -30,6 +31,8 @@ BEHAVIOR = os.path.join(R, "{env}/behavior/policy.pt")
 BEHAVIOR_FRONT = os.path.join(R, "{env}/behavior/front.parquet")
 DATASET = os.path.join(R, "{env}/data/{quality}-{entropy}.parquet")
 VARIANT = os.path.join(R, "{env}/data/{quality}-{entropy}{coverage}.parquet")
+# MODULI's front model of a complete dataset with variants (its return deviation's reference)
+FRONT_MODEL = os.path.join(R, "{env}/data/{quality}-{entropy}.front_model.pt")
 RUN = os.path.join(R, "{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}")
 CHECKPOINT = os.path.join(RUN, "model.pt")
 CURVE = os.path.join(RUN, "curve.csv")
@@ -101,6 +104,13 @@ def all_evaluations():
         model=config["models"],
         seed=config["seeds"],
     )
+
+
+def all_front_models():
+    """The front model of every complete dataset, when the config has coverage variants (else none)."""
+    if not any(coverage_suffixes()):
+        return []
+    return expand(FRONT_MODEL, env=config["envs"], quality=config["qualities"], entropy=config["entropies"])
 
 
 def all_behavior_fronts():

@@ -17,3 +17,22 @@ rule derive_coverage:
         settings=lambda wc: coverage_settings(config),
     script:
         "../workflow_scripts/derive_coverage.py"
+
+
+rule front_model:
+    """Fit the front model of MODULI's return deviation on a complete dataset that has coverage variants."""
+    input:
+        dataset=lambda wc: dataset_file(wc.env, wc.quality, wc.entropy),
+    output:
+        model=FRONT_MODEL,
+    log:
+        os.path.join(LOGS, "front_model/{env}/{quality}-{entropy}.log"),
+    benchmark:
+        os.path.join(BENCH, "front_model/{env}/{quality}-{entropy}.tsv")
+    conda:
+        "../envs/morl.yaml"
+    threads: 1
+    params:
+        steps=front_model_steps(config.get("coverage")),
+    script:
+        "../workflow_scripts/front_model.py"

@@ -13,6 +13,8 @@ import polars as pl
 import pytest
 
 from morl.aggregate import aggregate, collect_metrics
+from morl.data import FileMismatchError
+from morl.errors import InputError
 from morl.evaluate import write_evaluation
 from morl.metrics import eum, pareto_front
 from morl.paper import PUBLISHED_HV, published_fraction, published_hv
@@ -21,14 +23,15 @@ from morl.tables import kendall_tau, latex_escape
 ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (the paper's units)
 
 
-def fake_eval(path, quality, entropy, model, seed, returns, prefs=None, held_out=None, **extra):
+def fake_eval(path, quality, entropy, model, seed, returns, prefs=None, held_out=None, data_front=None, **extra):
     returns = np.asarray(returns, float)
     prefs = np.linspace([0, 1], [1, 0], len(returns)) if prefs is None else np.asarray(prefs, float)
     n = len(returns)
     res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": returns, "lengths": np.full(n, 500.0),
            "seeds": np.zeros((n, 1), int), "summary": {}}  # fmt: skip
     if held_out is not None:  # an evaluation on a coverage variant
-        res |= {"held_out": np.asarray(held_out, bool), "data_front_return": np.full_like(returns, 3000.0)}
+        front = np.full_like(returns, 3000.0) if data_front is None else np.asarray(data_front, float)
+        res |= {"held_out": np.asarray(held_out, bool), "data_front_return": front}
     meta = {"kind": "model", "env_id": ENV, "quality": quality, "entropy": entropy, "model": model, "train_seed": seed,
             **extra}  # fmt: skip
     write_evaluation(path, res, meta)
@@ -232,6 +235,13 @@ def test_statistics_tables_match_hand_computation(synthetic):
     assert (row["hv_mean"], row["hv_over_b"], row["cardinality"]) == (3.5, pytest.approx(3.5 / 6), 1.5)
     assert 3.0 <= row["hv_ci_low"] <= row["hv_mean"] <= row["hv_ci_high"] <= 4.0
     assert "| MO-HalfCheetah-v2 | expert high-H | MODT(P) | 2 | 3.50 ± 0.50 (×1e6) |" in out["intervals_md"].read_text()
+    # MODULI's ratio deviation, MODT(P): seed 0 keeps (1000, 2000) at w (0, 1) and (2000, 1000) at (1, 0),
+    # each sqrt(2)/3 from its preference; seed 1 keeps both copies of (2000, 2000), each sqrt(2)/2 away
+    assert dtp0["ratio_dev"] == pytest.approx(math.sqrt(2) / 3)
+    assert (row["ratio_dev_mean"], row["ratio_dev_std"]) == pytest.approx(
+        ((math.sqrt(2) / 3 + math.sqrt(2) / 2) / 2, (math.sqrt(2) / 2 - math.sqrt(2) / 3) / 2)
+    )
+    assert "| 1.5 | 0.59 ± 0.12 |" in out["intervals_md"].read_text()
     # HV / B: MODT(P) 3/6 and 4/6, BC 1/6 and 1.5/6 on the one row both have with two seeds
     iqm = {r["model"]: r for r in pl.read_csv(out["iqm_csv"]).iter_rows(named=True)}
     assert iqm["dt-p"]["iqm"] == pytest.approx(3.5 / 6) and iqm["bc"]["iqm"] == pytest.approx(1.25 / 6)
@@ -312,6 +322,110 @@ def test_a_variant_run_without_its_complete_run_is_shown_unpaired(tmp_path):
     cell = pl.read_csv(out["generalisation_csv"]).row(0, named=True)  # shown, not dropped
     assert (cell["n_seeds"], cell["n_paired"], cell["variant"], cell["complete"]) == (1, 0, 0.5, None)
     assert "| 1 (0 paired) | 2.00 (×1e6) | 0.50 [0.50, 0.50] | — | — |" in out["generalisation_md"].read_text()
+
+
+def constant_front_model(path, prediction, source_sha256, n_obj=2, steps=100_000):
+    """A front model file whose network predicts ``prediction`` at every preference (last layer zeroed)."""
+    import torch
+
+    from morl.front_model import FrontModel, build_network, save_front_model
+
+    network = build_network(n_obj)
+    with torch.no_grad():
+        network[-1].weight.zero_()
+        network[-1].bias.copy_(torch.tensor(prediction, dtype=torch.float32))
+    model = FrontModel(network, n_obj, np.full((1, n_obj), 1 / n_obj), np.ones((1, n_obj)), {"steps": steps})
+    save_front_model(path, model, {"source_sha256": source_sha256, "env_id": ENV})
+    return path
+
+
+SOURCE_SHA = "5" * 64  # the complete dataset the variants below were derived from
+
+
+def test_moduli_rd_and_the_front_distance_match_hand_computation(tmp_path):
+    """Four grid points w = (0, 1), (1/3, 2/3), (2/3, 1/3), (1, 0); the complete data's front there,
+    F = (0, 4000), (1000, 3000), (2000, 2000), (4000, 0), so the fixed scale is (4000, 4000). The front
+    model predicts g(w) = (4000, 3000) everywhere.
+
+    Narrow (held out: the two ends), seed 0 reaches (0, 0) and (4000, 3000) there:
+      RD = mean(||(4000, 3000)||, 0) = 2500; front distance = mean(||(0, 4000)|| / 4000, ||(0, 3000)|| / 4000)
+      = mean(1, 0.75) = 0.875. Seed 1 reaches (4000, 3000) at both ends: RD = 0.
+      RD in the table: mean 1250 ± std 1250 over the two seeds, in MODULI's unit 1e3: 1.25 ± 1.25.
+    Shattered (held out: w = (1/3, 2/3) alone), seed 0 reaches (0, 0):
+      RD = 5000; front distance = ||(1000, 3000) / (4000, 4000)|| = sqrt(0.625), not ||(1, 1)|| = sqrt(2),
+      which dividing by the held-out points' own front would give.
+    Amateur narrow: no front model of its complete dataset given, so no RD.
+    """
+    d = tmp_path / "evals"
+    d.mkdir()
+    front = [[0, 4000], [1000, 3000], [2000, 2000], [4000, 0]]
+    mid = [9, 9]
+    narrow = {"held_out": [True, False, False, True], "coverage": "narrow", "coverage_source_sha256": SOURCE_SHA,
+              "data_front": front}  # fmt: skip
+    evals = [
+        fake_eval(d / "n0.parquet", "expert", "high", "bc-p", 0, [[0, 0], mid, mid, [4000, 3000]], **narrow),
+        fake_eval(d / "n1.parquet", "expert", "high", "bc-p", 1, [[4000, 3000], mid, mid, [4000, 3000]], **narrow),
+        fake_eval(d / "s0.parquet", "expert", "high", "bc-p", 0, [mid, [0, 0], mid, mid], held_out=[False, True, False,
+                  False], coverage="shattered", coverage_source_sha256=SOURCE_SHA, data_front=front),
+        fake_eval(d / "a0.parquet", "amateur", "high", "bc-p", 0, [[0, 0], mid, mid, [4000, 3000]],
+                  **{**narrow, "coverage_source_sha256": "6" * 64}),
+    ]  # fmt: skip
+    model = constant_front_model(d / "expert-high.front_model.pt", [4000, 3000], SOURCE_SHA)
+    datasets = [(ENV, "expert", "high-narrow"), (ENV, "expert", "high-shattered"), (ENV, "amateur", "high-narrow")]
+    out = aggregate(evals, [], tmp_path / "tables", datasets=datasets, models=["bc-p"], plots=False,
+                    front_models=[model])  # fmt: skip
+    metrics = {(r["quality"], r["entropy"], r["seed"]): r for r in pl.read_csv(out["metrics"]).iter_rows(named=True)}
+    n0, n1 = metrics[("expert", "high-narrow", 0)], metrics[("expert", "high-narrow", 1)]
+    assert (n0["rd_held_out"], n1["rd_held_out"]) == (pytest.approx(2500.0), pytest.approx(0.0, abs=1e-3))
+    assert n0["front_distance_held_out"] == pytest.approx(0.875) and n0["rd_front_model_steps"] == 100_000
+    s0 = metrics[("expert", "high-shattered", 0)]
+    assert s0["rd_held_out"] == pytest.approx(5000.0)
+    assert s0["front_distance_held_out"] == pytest.approx(math.sqrt(0.625))
+    a0 = metrics[("amateur", "high-narrow", 0)]
+    assert a0["rd_held_out"] is None and a0["rd_front_model_steps"] is None
+    assert a0["front_distance_held_out"] == pytest.approx(0.875)  # needs no front model
+    intervals = {(r["quality"], r["entropy"]): r for r in pl.read_csv(out["intervals_csv"]).iter_rows(named=True)}
+    cell = intervals[("expert", "high-narrow")]
+    assert (cell["rd_held_out_mean"], cell["rd_held_out_std"]) == (pytest.approx(1250.0), pytest.approx(1250.0))
+    assert cell["rd_unit"] == 1e3 and cell["rd_n_seeds"] == 2
+    md = out["intervals_md"].read_text()
+    # front distance of the cell: the mean of seed 0's 0.875 and seed 1's
+    # (||(4000, -1000)|| / 4000 + 0.75) / 2 = (sqrt(1.0625) + 0.75) / 2, i.e. 0.883
+    assert "| 1.25 ± 1.25 (×1e3) | 0.883 |" in md
+    assert "| 5.00 ± 0.00 (×1e3) | 0.791 |" in md
+    assert "with 100,000 gradient steps;" in md and "no front model of its complete dataset was given" in md
+
+
+def test_a_front_model_that_could_not_be_fitted_gives_no_rd(tmp_path):
+    from morl.front_model import FrontModel, save_front_model
+
+    e = fake_eval(tmp_path / "n0.parquet", "expert", "high", "bc-p", 0, [[1, 1], [2, 2]], held_out=[True, False],
+                  coverage="narrow", coverage_source_sha256=SOURCE_SHA)  # fmt: skip
+    unfitted = FrontModel(None, 2, np.empty((0, 2)), np.empty((0, 2)), {"steps": 100_000, "unfitted": "no points"})
+    save_front_model(tmp_path / "m.pt", unfitted, {"source_sha256": SOURCE_SHA})
+    out = aggregate([e], [], tmp_path / "tables", datasets=[(ENV, "expert", "high-narrow")], plots=False,
+                    front_models=[tmp_path / "m.pt"])  # fmt: skip
+    row = pl.read_csv(out["metrics"]).row(0, named=True)
+    assert row["rd_held_out"] is None and row["rd_front_model_steps"] is None
+    assert row["front_distance_held_out"] is not None
+    assert "or none could be fitted" in out["intervals_md"].read_text()
+
+
+def test_front_models_that_do_not_fit_are_refused(tmp_path):
+    d = tmp_path / "evals"
+    d.mkdir()
+    e = fake_eval(d / "n0.parquet", "expert", "high", "bc-p", 0, [[1, 1], [2, 2]], held_out=[True, False],
+                  coverage="narrow", coverage_source_sha256=SOURCE_SHA)  # fmt: skip
+    first = constant_front_model(d / "a.pt", [1, 1], SOURCE_SHA)
+    second = constant_front_model(d / "b.pt", [2, 2], SOURCE_SHA, steps=500)
+    with pytest.raises(FileMismatchError, match=f"{first} and {second} do not belong together: both are front models"):
+        collect_metrics([e], [], [first, second])
+    three = constant_front_model(d / "c.pt", [1, 1, 1], SOURCE_SHA, n_obj=3)
+    with pytest.raises(FileMismatchError, match="the front model has 3 objectives, the evaluation 2"):
+        collect_metrics([e], [], [three])
+    not_a_model = shutil.copy(e, d / "evaluation.pt")  # an evaluation given as a front model
+    with pytest.raises(InputError, match=f"{not_a_model}: not a readable front model file"):
+        collect_metrics([e], [], [not_a_model])
 
 
 # ---------------------------------------------------------------------------------------------

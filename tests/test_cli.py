@@ -241,6 +241,7 @@ def test_no_command_overwrites_its_own_input(tmp_path, config, tiny_policy, tiny
          "--dataset"),
         (["derive-coverage", *c, "--dataset", str(data), "--coverage", "narrow", "--output", str(data)], "--output",
          "--dataset"),
+        (["fit-front-model", *c, "--dataset", str(data), "--output", str(link)], "--output", "--dataset"),
         (["import-d4morl", str(pickle), "--env", "MO-HalfCheetah-v2", "--quality", "expert", "--entropy", "high",
           "--out", str(pickle)], "--out", "the positional argument"),
     ]  # fmt: skip

@@ -17,6 +17,7 @@ from morl.coverage import (
     coverage_record,
     derive,
     derive_file,
+    front_model_steps,
     held_out,
 )
 from morl.data import META_KEY, Dataset, FileMismatchError, file_sha256, load_dataset, write_dataset
@@ -215,12 +216,22 @@ def test_check_settings_fills_defaults_and_keeps_what_is_given():
         ({"narrow": {"keep": [0.1, 1.5]}}, "coverage.narrow.keep[1]:"),
         ({"narrow": {"keep": [0.1, None]}}, "coverage.narrow.keep[1]:"),
         ([0.2, 0.5], "coverage:"),
+        ({"front_model_steps": 0}, "coverage.front_model_steps:"),
+        ({"front_model_steps": 1.5}, "coverage.front_model_steps:"),
+        ({"front_model_steps": True}, "coverage.front_model_steps:"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(settings, key):
     with pytest.raises(InputError) as err:
         check_settings(settings)
     assert str(err.value).startswith(key), str(err.value)
+
+
+def test_front_model_steps_default_to_moduli_s_and_stay_out_of_the_band_settings():
+    assert front_model_steps(None) == front_model_steps({"narrow": {"keep": [0.1, 0.9]}}) == 100_000
+    assert front_model_steps({"front_model_steps": 200}) == 200
+    # the variants' settings do not change with the step count, so neither do the derived files
+    assert check_settings({"front_model_steps": 200}) == check_settings(None) == DEFAULTS
 
 
 def test_settings_key_prefix_follows_where():

@@ -1,4 +1,5 @@
-"""Tests for morl.metrics: Pareto front, hypervolume, sparsity, return deviation, utility."""
+"""Tests for morl.metrics: Pareto front, hypervolume, sparsity, ratio and return deviation, distance to a
+front, utility."""
 
 import itertools
 import math
@@ -9,11 +10,16 @@ import pytest
 from pymoo.indicators.hv import HV
 
 from morl.metrics import (
+    front_distance,
+    front_scale,
     hypervolume,
     mean_utility,
     pareto_front,
     peda_front,
+    peda_front_mask,
     ratio_deviation,
+    ratio_deviation_all,
+    return_deviation,
     sparsity,
 )
 from morl.preferences import simplex_grid
@@ -277,28 +283,99 @@ def test_sparsity_even_spacing():
 
 
 # ---------------------------------------------------------------------------------------------
-# return deviation and expected utility
+# ratio and return deviation, distance to a front, mean utility
 # ---------------------------------------------------------------------------------------------
 
 
-def test_ratio_deviation_hand():
+def test_ratio_deviation_all_hand():
     w = [[0.5, 0.5], [1.0, 0.0]]
     r = [[2.0, 2.0], [1.0, 3.0]]
     # ratios (0.5, 0.5) -> 0 and (0.25, 0.75) vs (1, 0) -> 0.75 * sqrt(2)
-    assert ratio_deviation(w, r) == pytest.approx(0.375 * math.sqrt(2.0))
-    assert ratio_deviation([[0.2, 0.3, 0.5]], [[2.0, 3.0, 5.0]]) == pytest.approx(0.0, abs=1e-15)
+    assert ratio_deviation_all(w, r) == pytest.approx(0.375 * math.sqrt(2.0))
+    assert ratio_deviation_all([[0.2, 0.3, 0.5]], [[2.0, 3.0, 5.0]]) == pytest.approx(0.0, abs=1e-15)
 
 
-def test_ratio_deviation_skips_points_without_a_return_ratio_and_rejects_bad_shapes():
+def test_ratio_deviation_all_skips_points_without_a_return_ratio_and_rejects_bad_shapes():
     # the second point sums to zero: it has no return ratio and is left out of the mean
-    assert ratio_deviation([[0.5, 0.5], [0.5, 0.5]], [[1.0, 1.0], [1.0, -1.0]]) == pytest.approx(0.0)
-    assert math.isnan(ratio_deviation([[0.5, 0.5]], [[1.0, -1.0]]))
-    with pytest.raises(ValueError, match="same shape"):
-        ratio_deviation([[0.5, 0.5]], [[1.0, 1.0, 1.0]])
-    with pytest.raises(ValueError, match="sum to 1"):
-        ratio_deviation([[0.5, 0.6]], [[1.0, 1.0]])
+    assert ratio_deviation_all([[0.5, 0.5], [0.5, 0.5]], [[1.0, 1.0], [1.0, -1.0]]) == pytest.approx(0.0)
+    assert math.isnan(ratio_deviation_all([[0.5, 0.5]], [[1.0, -1.0]]))
+    for fn in (ratio_deviation_all, ratio_deviation):
+        with pytest.raises(ValueError, match="same shape"):
+            fn([[0.5, 0.5]], [[1.0, 1.0, 1.0]])
+        with pytest.raises(ValueError, match="sum to 1"):
+            fn([[0.5, 0.6]], [[1.0, 1.0]])
+        with pytest.raises(ValueError, match="non-empty"):
+            fn(np.empty((0, 2)), np.empty((0, 2)))
+
+
+# Five points: A = (3, 1) at w (1, 0), B = (1, 3) at (0.5, 0.5), C = (1, 1) at (0.5, 0.5), D = (4, -1) at
+# (1, 0), E = (2, 2) at (0, 1). PEDA keeps A, B and E: C is dominated by A (and by E), D has a negative
+# objective although nothing dominates it.
+MV_PREFS = [[1.0, 0.0], [0.5, 0.5], [0.5, 0.5], [1.0, 0.0], [0.0, 1.0]]
+MV_RETURNS = [[3.0, 1.0], [1.0, 3.0], [1.0, 1.0], [4.0, -1.0], [2.0, 2.0]]
+
+
+def test_peda_front_mask_hand():
+    np.testing.assert_array_equal(peda_front_mask(MV_RETURNS), [True, True, False, False, True])
+    # a copy of a kept point is kept too (a point does not dominate its copy)
+    np.testing.assert_array_equal(peda_front_mask([[1, 1], [1, 1], [0, 0]]), [True, True, False])
+    # a point with a negative objective is dropped, but still removes what it dominates
+    np.testing.assert_array_equal(peda_front_mask([[5, -1], [4, -2], [4, 0]]), [False, False, True])
+    assert peda_front_mask(np.empty((0, 2))).shape == (0,)
+
+
+def test_ratio_deviation_is_moduli_s_over_the_points_peda_keeps():
+    # A: ratio (0.75, 0.25) vs (1, 0) -> 0.25 * sqrt(2); B: (0.25, 0.75) vs (0.5, 0.5) -> 0.25 * sqrt(2);
+    # E: (0.5, 0.5) vs (0, 1) -> 0.5 * sqrt(2). Mean over the three: sqrt(2) / 3.
+    assert ratio_deviation(MV_PREFS, MV_RETURNS) == pytest.approx(math.sqrt(2.0) / 3)
+    # Over every point (ours), C (ratio 0.5, 0.5 at its preference: 0) and D (ratio (4/3, -1/3) vs
+    # (1, 0): sqrt(2) / 3) count as well: (0.25 + 0.25 + 0 + 1/3 + 0.5) * sqrt(2) / 5 = 4 sqrt(2) / 15.
+    assert ratio_deviation_all(MV_PREFS, MV_RETURNS) == pytest.approx(4 * math.sqrt(2.0) / 15)
+    # Kept copies count as often as they occur: A twice -> (0.25 * 3 + 0.5) * sqrt(2) / 4 = 1.25 sqrt(2) / 4
+    twice = ratio_deviation([*MV_PREFS, [1.0, 0.0]], [*MV_RETURNS, [3.0, 1.0]])
+    assert twice == pytest.approx(1.25 * math.sqrt(2.0) / 4)
+    # Three objectives: (1, 1, 2) has ratio (0.25, 0.25, 0.5); at (0.2, 0.3, 0.5) that is 0.05 * sqrt(2) away.
+    assert ratio_deviation([[0.2, 0.3, 0.5]], [[1.0, 1.0, 2.0]]) == pytest.approx(0.05 * math.sqrt(2.0))
+
+
+def test_ratio_deviation_without_a_kept_point_with_a_ratio_is_nan():
+    assert math.isnan(ratio_deviation([[0.5, 0.5], [0.0, 1.0]], [[-1.0, 5.0], [2.0, -0.5]]))  # all negative
+    # the origin is kept (nothing non-negative dominates it) but has no ratio
+    assert math.isnan(ratio_deviation([[0.5, 0.5], [0.0, 1.0]], [[0.0, 0.0], [-1.0, 5.0]]))
+
+
+def test_return_deviation_is_moduli_s_plain_distance_in_raw_returns():
+    achieved = [[1.0, 2.0], [3.0, 4.0]]
+    predicted = [[4.0, 6.0], [3.0, 4.0]]
+    # distances 5 (a 3-4-5 triangle) and 0 -> 2.5; nothing is scaled, so objectives of different
+    # sizes weigh as their raw numbers do
+    assert return_deviation(achieved, predicted) == pytest.approx(2.5)
+    assert return_deviation([[0.0, 1000.0], [1.0, 1.0]], [[0.0, 0.0], [1.0, 1.0]]) == pytest.approx(500.0)
+    assert return_deviation([[1.0, 1.0, 1.0]], [[2.0, 3.0, 3.0]]) == pytest.approx(3.0)  # sqrt(1 + 4 + 4)
+    assert math.isnan(return_deviation(np.empty((0, 2)), np.empty((0, 2))))
+    with pytest.raises(ValueError, match="pair row by row"):
+        return_deviation([[1.0, 2.0]], [[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(ValueError, match="objectives"):
+        return_deviation([[1.0, 2.0]], [[1.0, 2.0, 3.0]])
+    with pytest.raises(ValueError, match="non-finite"):
+        return_deviation([[1.0, np.nan]], [[1.0, 2.0]])
+
+
+def test_front_distance_uses_one_fixed_scale():
+    # the scale is per objective the largest |value| of the reference over the whole grid (1 where 0)
+    np.testing.assert_array_equal(front_scale([[2.0, -4.0, 0.0], [1.0, 0.0, 0.0]]), [2.0, 4.0, 1.0])
+    # (1, 2) against (2, 4) with scale (2, 4): ||(-1/2, -2/4)|| = sqrt(0.5)
+    assert front_distance([[1.0, 2.0]], [[2.0, 4.0]], [2.0, 4.0]) == pytest.approx(math.sqrt(0.5))
+    # A subset of the grid whose own maxima are (1, 1) is still measured in the grid's units (2, 2):
+    # (0, 0) against (1, 1) is ||(1/2, 1/2)|| = sqrt(2) / 2, not sqrt(2)
+    grid_reference = [[2.0, 0.0], [1.0, 1.0], [0.0, 2.0]]
+    scale = front_scale(grid_reference)
+    assert front_distance([[0.0, 0.0]], [grid_reference[1]], scale) == pytest.approx(math.sqrt(2.0) / 2)
+    assert math.isnan(front_distance(np.empty((0, 2)), np.empty((0, 2)), scale))
+    with pytest.raises(ValueError, match="one positive finite value per objective"):
+        front_distance([[1.0, 2.0]], [[2.0, 4.0]], [0.0, 4.0])
     with pytest.raises(ValueError, match="non-empty"):
-        ratio_deviation(np.empty((0, 2)), np.empty((0, 2)))
+        front_scale(np.empty((0, 2)))
 
 
 def test_mean_utility_hand():

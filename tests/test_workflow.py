@@ -72,6 +72,7 @@ def test_unseen_preferences_grid_dry_run(tmp_path):
     counts, _ = grid_dry_run("unseen.yaml", tmp_path)
     assert "behavior" not in counts and counts["behavior_front"] == 3
     assert counts["collect"] == 6 and counts["derive_coverage"] == 12
+    assert counts["front_model"] == 6  # one per complete dataset, for MODULI's return deviation
     assert counts["train"] == 540 and counts["evaluate"] == 540 and counts["aggregate"] == 1
 
 
@@ -184,6 +185,7 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     from morl.data import load_dataset
     from morl.evaluate import read_evaluation
     from morl.families import load_agent
+    from morl.front_model import load_front_model
 
     config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
     # Two threads for the stepping rules: multi-threaded stepping must work under Snakemake too.
@@ -270,8 +272,8 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), "--config",
                     "coverages=[complete,narrow]", "models=[bc-p,td3bc-p]", cwd=tmp_path)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
-    assert job_counts(res.stdout + res.stderr) == {"derive_coverage": 2, "train": 4, "evaluate": 4, "aggregate": 1,
-                                                   "all": 1, "total": 12}  # fmt: skip
+    assert job_counts(res.stdout + res.stderr) == {"derive_coverage": 2, "front_model": 2, "train": 4, "evaluate": 4,
+                                                   "aggregate": 1, "all": 1, "total": 14}  # fmt: skip
     q, h = config["qualities"][0], config["entropies"][0]
     for env in config["envs"]:
         variant = load_dataset(R / env / "data" / f"{q}-{h}-narrow.parquet")
@@ -281,7 +283,16 @@ def test_smoke_pipeline_end_to_end(tmp_path):
         assert meta["coverage"] == "narrow" and arr["held_out"].any()
     metrics = pl.read_csv(R / "tables/metrics.csv")
     narrow = metrics.filter(pl.col("entropy") == f"{h}-narrow")
-    assert len(narrow) == 4 and narrow["n_held_out"].min() > 0 and narrow["rd_held_out"].is_not_null().all()
+    assert len(narrow) == 4 and narrow["n_held_out"].min() > 0 and narrow["front_distance_held_out"].is_not_null().all()
+    # MODULI's RD against the front model of each complete dataset, fitted with the smoke config's steps;
+    # where the tiny data has no trajectory with non-negative, non-dominated returns there is none
+    for env in config["envs"]:
+        front_model = load_front_model(R / env / "data" / f"{q}-{h}.front_model.pt")
+        rows = narrow.filter(pl.col("env") == env)
+        assert (
+            front_model.info["env_id"] == env and front_model.info["steps"] == config["coverage"]["front_model_steps"]
+        )
+        assert rows["rd_held_out"].is_not_null().all() if front_model.fitted else rows["rd_held_out"].is_null().all()
     assert metrics.filter(pl.col("entropy") == h)["hv_held_out"].is_null().all()
     assert f"{q} {h}-H narrow" in (R / "tables/intervals.md").read_text()
     # each variant run is read against the same model and seed trained on the complete data

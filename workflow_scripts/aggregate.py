@@ -22,6 +22,7 @@ def main(sm) -> None:
             models=sm.params.models,
             seeds=sm.params.seeds,
             curves=curves,
+            front_models=sm.input.front_models,
         )
 
 
