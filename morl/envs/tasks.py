@@ -316,10 +316,14 @@ def _external_spec(env_id: str) -> ExternalEnvSpec:
             raise InputError(f"{env_id}: the task has no episode cap (max_episode_steps)")
         n_obj = int(reward_space.shape[0])
         return ExternalEnvSpec(
-            id=env_id, n_obj=n_obj, objectives=tuple(f"objective {k + 1}" for k in range(n_obj)),
-            obs_dim=int(obs.shape[0]), act_low=tuple(float(x) for x in act.low),
-            act_high=tuple(float(x) for x in act.high), max_episode_steps=int(env.spec.max_episode_steps),
-        )  # fmt: skip
+            id=env_id,
+            n_obj=n_obj,
+            objectives=tuple(f"objective {k + 1}" for k in range(n_obj)),
+            obs_dim=int(obs.shape[0]),
+            act_low=tuple(float(x) for x in act.low),
+            act_high=tuple(float(x) for x in act.high),
+            max_episode_steps=int(env.spec.max_episode_steps),
+        )
     finally:
         env.close()
 
@@ -334,8 +338,9 @@ def get_spec(env_id: str) -> EnvSpec | ExternalEnvSpec:
     if isinstance(env_id, str) and MO_GYMNASIUM_ID.match(env_id):
         return _external_spec(env_id)
     known = ", ".join(sorted(ENV_SPECS))
-    raise InputError(f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id "
-                     f"such as mo-halfcheetah-v5") from None  # fmt: skip
+    raise InputError(
+        f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id such as mo-halfcheetah-v5"
+    ) from None
 
 
 def is_d4morl_task(env_id: str) -> bool:

@@ -98,12 +98,16 @@ def check_settings(settings: dict[str, Any]) -> None:
     """What no single rule says: MODT's heads split its embedding evenly, and it is evaluated on at
     most the context it was trained on."""
     if settings["embed_dim"] % settings["n_head"]:
-        raise InputError(f"embed_dim ({settings['embed_dim']}) must be divisible by n_head ({settings['n_head']}): "
-                         "each attention head takes an equal share of the embedding")  # fmt: skip
+        raise InputError(
+            f"embed_dim ({settings['embed_dim']}) must be divisible by n_head ({settings['n_head']}): "
+            "each attention head takes an equal share of the embedding"
+        )
     if settings["eval_context_length"] > settings["context_length"]:
-        raise InputError(f"eval_context_length ({settings['eval_context_length']}) must be at most context_length "
-                         f"({settings['context_length']}): a model is evaluated on at most the context it was "
-                         "trained on")  # fmt: skip
+        raise InputError(
+            f"eval_context_length ({settings['eval_context_length']}) must be at most context_length "
+            f"({settings['context_length']}): a model is evaluated on at most the context it was "
+            "trained on"
+        )
 
 
 #: The training definitions a checkpoint records and an evaluation must agree with.
@@ -169,8 +173,11 @@ def prepare_tensors(
     mean, std = observation_stats(ds.observations) if stats is None else stats
     states = (ds.observations - mean) / std
     np.clip(states, -STATE_CLIP, STATE_CLIP, out=states)
-    actions = normalise_actions(ds.actions, [-1.0] * ds.act_dim if act_low is None else act_low,
-                                [1.0] * ds.act_dim if act_high is None else act_high)  # fmt: skip
+    actions = normalise_actions(
+        ds.actions,
+        [-1.0] * ds.act_dim if act_low is None else act_low,
+        [1.0] * ds.act_dim if act_high is None else act_high,
+    )
     rtg = returns_to_go(ds.rewards, ds.traj_starts, ds.traj_lengths)
     if rtg_definition == "weighted":
         g = ds.preferences.astype(np.float64) * rtg
@@ -296,9 +303,16 @@ def make_optimizer(model: torch.nn.Module, settings: dict, device: torch.device)
 # --------------------------------------------------------------------------- the training core's hooks
 def prepare(ds: Dataset, settings: dict, device: torch.device, stats, facts: dict) -> TrainingTensors:
     """The dataset as :class:`TrainingTensors` for the training core."""
-    return prepare_tensors(ds, settings["return_scale"], device, rtg_definition=settings["returns_to_go"],
-                           stats=stats, act_low=facts["act_low"], act_high=facts["act_high"],
-                           max_episode_steps=facts["max_episode_steps"])  # fmt: skip
+    return prepare_tensors(
+        ds,
+        settings["return_scale"],
+        device,
+        rtg_definition=settings["returns_to_go"],
+        stats=stats,
+        act_low=facts["act_low"],
+        act_high=facts["act_high"],
+        max_episode_steps=facts["max_episode_steps"],
+    )
 
 
 class Learner(CoreLearner):
@@ -306,8 +320,9 @@ class Learner(CoreLearner):
 
     policy_optimizer = "model"
 
-    def __init__(self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device,
-                 facts: dict):  # fmt: skip
+    def __init__(
+        self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
         super().__init__()
         self.data = data
         self.batch_size = settings["batch_size"]
@@ -315,9 +330,16 @@ class Learner(CoreLearner):
         self.clip = settings["grad_clip"] if is_transformer(model_name) else 0.0
         self.autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
         self.return_scale = settings["return_scale"]
-        self.policy = build_model(model_name, dims.obs_dim, dims.act_dim, dims.n_obj, settings,
-                                  act_low=facts["act_low"], act_high=facts["act_high"],
-                                  max_episode_steps=facts["max_episode_steps"]).to(device)  # fmt: skip
+        self.policy = build_model(
+            model_name,
+            dims.obs_dim,
+            dims.act_dim,
+            dims.n_obj,
+            settings,
+            act_low=facts["act_low"],
+            act_high=facts["act_high"],
+            max_episode_steps=facts["max_episode_steps"],
+        ).to(device)
         opt, sched = make_optimizer(self.policy, settings, device)
         self.modules = {"model": self.policy}
         self.optimizers = {"model": opt}
@@ -344,5 +366,15 @@ class Learner(CoreLearner):
         return {"return_scale": self.return_scale}
 
 
-__all__ = ["CHECKPOINT_KEYS", "DEFINITIONS", "FORMAT_VERSION", "READS_VERSIONS", "RULES", "Learner", "Settings",
-           "build_agent", "check_settings", "prepare"]  # fmt: skip
+__all__ = [
+    "CHECKPOINT_KEYS",
+    "DEFINITIONS",
+    "FORMAT_VERSION",
+    "READS_VERSIONS",
+    "RULES",
+    "Learner",
+    "Settings",
+    "build_agent",
+    "check_settings",
+    "prepare",
+]
