@@ -269,7 +269,9 @@ class MissingExtraError(InputError):
     """An MO-Gymnasium id was asked for, but the ``mo-gymnasium`` extra is not installed."""
 
 
-def _import_mo_gymnasium():
+def import_mo_gymnasium():
+    """MO-Gymnasium, which registers the mo-* ids with gymnasium (a MissingExtraError saying how to
+    install the optional extra when it is absent)."""
     try:
         import mo_gymnasium  # noqa: F401 - registers the mo-* ids with gymnasium
     except ImportError as exc:
@@ -282,7 +284,7 @@ def _import_mo_gymnasium():
 def mo_gymnasium_ids() -> list[str]:
     """The continuous-action MO-Gymnasium ids usable as ``env`` (empty without the extra)."""
     try:
-        _import_mo_gymnasium()
+        import_mo_gymnasium()
     except MissingExtraError:
         return []
     ids = []
@@ -297,7 +299,7 @@ def mo_gymnasium_ids() -> list[str]:
 
 @functools.cache
 def _external_spec(env_id: str) -> ExternalEnvSpec:
-    mo_gym = _import_mo_gymnasium()
+    mo_gym = import_mo_gymnasium()
     if env_id not in gymnasium.registry:
         raise InputError(f"unknown MO-Gymnasium id {env_id!r}; available: {', '.join(mo_gymnasium_ids())}")
     with warnings.catch_warnings():  # deprecation notices for the v4 tasks, float64 Box bounds
