@@ -537,6 +537,20 @@ def aggregate(
     """
     out_dir = Path(out_dir)
     metrics, baselines = collect_metrics(model_evals, behavior_evals, front_models)
+    # one row order whatever the order of the files given (a run's own, or merged slices')
+    row_of = {d: i for i, d in enumerate(sort_datasets(metrics.select("env", "quality", "entropy").iter_rows()))}
+    column_of = {m: i for i, m in enumerate(ordered_models(None, metrics))}
+    metrics = (
+        metrics.with_columns(
+            pl.struct("env", "quality", "entropy")
+            .map_elements(lambda r: row_of[(r["env"], r["quality"], r["entropy"])], return_dtype=pl.Int64)
+            .alias("_row"),
+            pl.col("model").replace_strict(column_of, return_dtype=pl.Int64).alias("_column"),
+        )
+        .sort("_row", "_column", "seed")
+        .drop("_row", "_column")
+    )
+    baselines = baselines.sort(*[c for c in ("env", "policy", "kind") if c in baselines.columns])
     if datasets is None:
         datasets = metrics.select("env", "quality", "entropy").iter_rows()
     datasets = sort_datasets(tuple(d) for d in datasets)

@@ -195,6 +195,22 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+def cmd_merge_slices(args) -> int:
+    from morl.config import load_config
+    from morl.errors import InputError
+    from morl.slices import merge_slices
+
+    config = load_config(args.config)
+    if Path(args.out_dir).resolve() in (Path(args.slices).resolve(), *Path(args.slices).resolve().parents):
+        raise InputError(f"{args.out_dir}: the tables must not be written over the slices folder {args.slices}")
+    coverages = ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
+    rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
+            for c in coverages]  # fmt: skip
+    outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"])
+    print(Path(outputs["results"]).read_text())
+    return 0
+
+
 #: The largest seed accepted (numpy, torch and the environments all take it).
 MAX_SEED = 2**31 - 1
 
@@ -432,6 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the front model of each complete dataset with "
         "coverage variants (morl fit-front-model), for MODULI's return deviation RD",
     )
+    sp.add_argument("--out-dir", required=True, type=_output_dir)
+
+    sp = with_config(add("merge-slices", cmd_merge_slices, "tables and plots from every committed slice of a grid"))
+    sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     return p
 

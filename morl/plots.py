@@ -45,7 +45,8 @@ def save_figure(fig, stem: str | os.PathLike, dpi: int = 110) -> tuple[Path, Pat
     png, pdf = stem.with_suffix(".png"), stem.with_suffix(".pdf")
     try:
         atomic_write(png, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
-        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf"))
+        # no creation date: the same figure gives the same bytes, whenever and from whichever files it is drawn
+        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
     finally:
         _pyplot().close(fig)
     return png, pdf
