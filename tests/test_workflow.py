@@ -246,7 +246,7 @@ def test_smoke_pipeline_end_to_end(tmp_path):
 
     # The grid as slices, one per env, merged again: the same tables and plots, byte for byte, as
     # the aggregate rule's from the same evaluations; a slice holds no dataset or checkpoint.
-    res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), "slices", cwd=tmp_path)
+    res = snakemake("slices", "--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
     slices = R / "slices"
     for env in config["envs"]:
