@@ -67,6 +67,12 @@ def uses_preference(name: str) -> bool:
     return check_model_name(name).endswith("-p")
 
 
+def average_return_to_go(returns_to_go: torch.Tensor, timesteps: torch.Tensor, max_episode_steps: int) -> torch.Tensor:
+    """MORvS's conditioning: g_t (B, n_obj) divided by the steps left, ``T - t`` (at least 1), t (B,)."""
+    steps_left = (max_episode_steps - timesteps).clamp(min=1).to(returns_to_go.dtype)
+    return returns_to_go / steps_left.unsqueeze(-1)
+
+
 class ActionBox(nn.Module):
     """The action box ``[act_low, act_high]``: pre-activations squashed onto it by a tanh, and
     actions mapped back onto the tanh's [-1, 1] (for networks whose last layer is computed
@@ -148,8 +154,7 @@ class MLPPolicy(nn.Module):
 
     def average_return_to_go(self, returns_to_go: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
         """MORvS's conditioning: g_t divided by the number of steps left, ``T - t`` (at least 1)."""
-        steps_left = (self.max_episode_steps - timesteps).clamp(min=1).to(returns_to_go.dtype)
-        return returns_to_go / steps_left.unsqueeze(-1)
+        return average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)
 
     def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
         """Predict one action per row; ``actions`` are unused.
