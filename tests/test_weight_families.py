@@ -4,13 +4,16 @@ MORvS-PML (morl.families.manifold), both on PEDA's MORvS backbone."""
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from test_training import make_dataset
 
 from morl import families, trainer
+from morl.config import ConfigError, train_settings, validate_config
 from morl.data import Dataset, write_dataset
 from morl.errors import InputError
 from morl.families import family, hyper, manifold, peda
@@ -183,6 +186,21 @@ def test_shared_settings_default_to_morvs_p_s_and_the_hypernetwork_to_hyper_morl
     h = HYPER.resolve_settings({})
     assert (h["hyper_hidden"], h["hyper_dim"], h["hyper_init"]) == (128, 10, 0.0)
     assert set(MANIFOLD.resolve_settings({})) < set(h)
+
+
+def test_unseen_config_trains_them_with_morvs_p_s_budget_and_refuses_expert_high_statistics(smoke_config):
+    with open(Path(__file__).resolve().parent.parent / "configs" / "unseen.yaml") as f:
+        config = yaml.safe_load(f)
+    assert {"rvs-p", *MODELS} <= set(config["models"])
+    for env in config["envs"]:
+        morvs = train_settings(config, env, "rvs-p")
+        for model in MODELS:
+            own = train_settings(config, env, model)
+            assert {k: own[k] for k in own if k in morvs} == {k: morvs[k] for k in own if k in morvs}, model
+    config = dict(smoke_config, coverages=["complete", "shattered"], models=["rvs-hn"],
+                  train={"hyper": {"statistics_from": "expert-high"}})  # fmt: skip
+    with pytest.raises(ConfigError, match="train.hyper.statistics_from is expert-high"):
+        validate_config(config)
 
 
 # ------------------------------------------------------------------------------ the networks
