@@ -3,7 +3,8 @@ w using the w-weighted combination of the sets.
 
 Source: Pareto Manifold Learning (N. Dimitriadis, P. Frossard, F. Fleuret, "Pareto Manifold
 Learning: Tackling multiple tasks via ensembles of single-task models", ICML 2023; code
-github.com/nik-dim/pamal at e915a9b, ``src/ll/weight_ensemble.py`` and ``src/ll/subspace_modules.py``):
+github.com/nik-dim/pamal, ``src/ll/weight_ensemble.py`` and ``src/ll/subspace_modules.py`` at
+e915a9b, the experiments' ``configs/experiment/*/method/pamal.yaml`` at 497622e):
 an ensemble in weight space, one member per task, whose convex combinations
 ``theta(alpha) = sum_i alpha_i theta_i`` trace a continuous Pareto front. The backbone, the data
 and the training are PEDA's MORvS(P) (:mod:`morl.families.peda`, ``docs/protocol.md``).
@@ -19,10 +20,10 @@ the network for w is exactly MORvS with weights theta(w). A step costs about ``n
 At a corner of the simplex the policy is one weight set alone (:meth:`ManifoldPolicy.member_state_dict`).
 
 Initialisation: the weight sets are initialised independently, each as MORvS's layers (PyTorch's
-default for a linear layer), as PML's code does for every configuration of its paper
-(``reinit_flag: true``, "each ensemble member is initialized independently", in
-``configs/experiment/*/method/pamal.yaml``; ``SubspaceModule._create_new_`` resets each copy).
-The paper's own text could not be consulted here; we follow the code.
+default for a linear layer), as PML's code does in all five of its experiments' configurations
+(``reinit_flag: true``, "each ensemble member is initialized independently";
+``SubspaceModule._create_new_`` resets each copy). The paper's own text could not be consulted
+here; we follow the code.
 
 Departures, each with its reason:
 
@@ -30,8 +31,9 @@ Departures, each with its reason:
   offline, every transition already carries the behaviour preference it was collected under, so
   each sample uses its own preference as its coefficients, and the loss is PEDA's one action
   regression (the objectives enter through the data, not through a weighting of losses);
-- PML's multi-forward regularisation across several alphas per batch is left out (its released
-  configurations set its coefficient, ``reg_coefficient``, to 0).
+- PML's multi-forward regularisation (several alphas per batch, a penalty on task losses that do
+  not fall as their task's weight grows; ``reg_coefficient`` 0 to 5 in its configurations) is left
+  out: it orders per-task losses, and the one action regression here has none.
 """
 
 from __future__ import annotations
