@@ -32,6 +32,7 @@ include: "rules/coverage.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/aggregate.smk"
+include: "rules/slices.smk"
 
 
 # The files the tables are built from are targets too. Snakemake treats a missing input of a job

@@ -93,18 +93,47 @@ from morl.tables import (
 
 Dataset = tuple[str, str, str]
 
-_COVERAGE_COLUMNS = ("coverage", "n_held_out", "hv_held_out", "hv_held_out_complete", "b_held_out", "rd_held_out",
-                     "rd_front_model_steps", "front_distance_held_out")  # fmt: skip
-METRICS_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String,
-                  "seed": pl.Int64, "hv": pl.Float64, "sp": pl.Float64, "ratio_dev": pl.Float64,
-                  "ratio_dev_all": pl.Float64, "utility": pl.Float64,
-                  "n_nondominated": pl.Int64, "n_points": pl.Int64, "eum": pl.Float64, "igd": pl.Float64,
-                  "cardinality": pl.Int64, "coverage": pl.String, "n_held_out": pl.Int64,
-                  "hv_held_out": pl.Float64, "hv_held_out_complete": pl.Float64, "b_held_out": pl.Float64,
-                  "rd_held_out": pl.Float64, "rd_front_model_steps": pl.Int64, "front_distance_held_out": pl.Float64,
-                  "file": pl.String}  # fmt: skip
-BASELINES_SCHEMA = {"env": pl.String, "policy": pl.String,
-                    **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:] if k not in _COVERAGE_COLUMNS}}  # fmt: skip
+_COVERAGE_COLUMNS = (
+    "coverage",
+    "n_held_out",
+    "hv_held_out",
+    "hv_held_out_complete",
+    "b_held_out",
+    "rd_held_out",
+    "rd_front_model_steps",
+    "front_distance_held_out",
+)
+METRICS_SCHEMA = {
+    "env": pl.String,
+    "quality": pl.String,
+    "entropy": pl.String,
+    "model": pl.String,
+    "seed": pl.Int64,
+    "hv": pl.Float64,
+    "sp": pl.Float64,
+    "ratio_dev": pl.Float64,
+    "ratio_dev_all": pl.Float64,
+    "utility": pl.Float64,
+    "n_nondominated": pl.Int64,
+    "n_points": pl.Int64,
+    "eum": pl.Float64,
+    "igd": pl.Float64,
+    "cardinality": pl.Int64,
+    "coverage": pl.String,
+    "n_held_out": pl.Int64,
+    "hv_held_out": pl.Float64,
+    "hv_held_out_complete": pl.Float64,
+    "b_held_out": pl.Float64,
+    "rd_held_out": pl.Float64,
+    "rd_front_model_steps": pl.Int64,
+    "front_distance_held_out": pl.Float64,
+    "file": pl.String,
+}
+BASELINES_SCHEMA = {
+    "env": pl.String,
+    "policy": pl.String,
+    **{k: METRICS_SCHEMA[k] for k in list(METRICS_SCHEMA)[5:] if k not in _COVERAGE_COLUMNS},
+}
 
 
 def entropy_label(meta: dict) -> str:
@@ -125,8 +154,14 @@ def held_out_measures(meta: dict, arr: dict, front_model: FrontModel | None = No
     every variant of one dataset is measured in the same units; RD is in raw returns.
     """
     if "held_out" not in arr:
-        return {"coverage": meta.get("coverage") or "complete", "n_held_out": None, "hv_held_out": None,
-                "rd_held_out": None, "rd_front_model_steps": None, "front_distance_held_out": None}  # fmt: skip
+        return {
+            "coverage": meta.get("coverage") or "complete",
+            "n_held_out": None,
+            "hv_held_out": None,
+            "rd_held_out": None,
+            "rd_front_model_steps": None,
+            "front_distance_held_out": None,
+        }
     sel = arr["held_out"]
     returns = arr["return"][sel]
     scored = len(returns) > 0
@@ -153,8 +188,11 @@ def read_front_models(paths: Sequence[str | os.PathLike]) -> dict[str, tuple[str
         if not isinstance(sha, str):
             raise DataFileError(path, "front model does not record the SHA-256 of the dataset it was fitted on")
         if sha in models:
-            raise FileMismatchError(models[sha][0], path, [f"both are front models of the dataset sha256 "
-                                                           f"{short_hash(sha)}; give one per dataset"])  # fmt: skip
+            raise FileMismatchError(
+                models[sha][0],
+                path,
+                [f"both are front models of the dataset sha256 {short_hash(sha)}; give one per dataset"],
+            )
         models[sha] = (path, model)
     return models
 
@@ -194,8 +232,9 @@ def _refuse_same_files(paths: Sequence[str | os.PathLike]) -> None:
         seen[key] = path
 
 
-def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
-                      behavior_evals: Sequence[tuple[str | os.PathLike, dict]]) -> None:  # fmt: skip
+def check_evaluations(
+    model_evals: Sequence[tuple[str | os.PathLike, dict]], behavior_evals: Sequence[tuple[str | os.PathLike, dict]]
+) -> None:
     """Refuse evaluation files (``(path, metadata)`` pairs) that the tables would count twice or
     combine although they disagree; each error names both files.
 
@@ -222,8 +261,11 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
             return
         if key in facts and facts[key][0] != sha:
             first_sha, first, first_says = facts[key]
-            raise FileMismatchError(first, path, [f"the first {first_says.format(short_hash(first_sha))}, "
-                                                  f"the second {says.format(short_hash(sha))}"])  # fmt: skip
+            raise FileMismatchError(
+                first,
+                path,
+                [f"the first {first_says.format(short_hash(first_sha))}, the second {says.format(short_hash(sha))}"],
+            )
         facts.setdefault(key, (sha, path, says))
 
     for path, meta in behavior_evals:
@@ -238,27 +280,42 @@ def check_evaluations(model_evals: Sequence[tuple[str | os.PathLike, dict]],
         run = (*cell, meta.get("model"), meta.get("train_seed"))
         sha = meta.get("checkpoint_sha256")
         if sha and sha in checkpoints:
-            raise InputError(f"{checkpoints[sha]} and {path} are evaluations of the same checkpoint (sha256 "
-                             f"{short_hash(sha)}); each run counts once")  # fmt: skip
+            raise InputError(
+                f"{checkpoints[sha]} and {path} are evaluations of the same checkpoint (sha256 "
+                f"{short_hash(sha)}); each run counts once"
+            )
         if sha:
             checkpoints[sha] = path
         if run in runs:
-            raise InputError(f"{runs[run]} and {path} are two evaluations of run {env} {cell[1]}-{cell[2]} {run[3]} "
-                             f"seed {run[4]}; each run counts once")  # fmt: skip
+            raise InputError(
+                f"{runs[run]} and {path} are two evaluations of run {env} {cell[1]}-{cell[2]} {run[3]} "
+                f"seed {run[4]}; each run counts once"
+            )
         runs[run] = path
         dataset_sha = meta.get("dataset_sha256")
         if dataset_sha and cell in cells and cells[cell][0] != dataset_sha:
-            raise FileMismatchError(cells[cell][1], path, [
-                f"both claim cell {env} {cell[1]}-{cell[2]}, but the first was made from dataset sha256 "
-                f"{short_hash(cells[cell][0])}, the second from {short_hash(dataset_sha)}"])  # fmt: skip
+            raise FileMismatchError(
+                cells[cell][1],
+                path,
+                [
+                    f"both claim cell {env} {cell[1]}-{cell[2]}, but the first was made from dataset sha256 "
+                    f"{short_hash(cells[cell][0])}, the second from {short_hash(dataset_sha)}"
+                ],
+            )
         if dataset_sha:
             cells.setdefault(cell, (dataset_sha, path))
-        agree(behavior, env, meta.get("behavior_sha256"), path,
-              "is of a dataset collected by behavior policy sha256 {}")  # fmt: skip
+        agree(
+            behavior, env, meta.get("behavior_sha256"), path, "is of a dataset collected by behavior policy sha256 {}"
+        )
         if cell[1:] == ("expert", "high"):
             agree(expert_high, env, dataset_sha, path, f"was made from the {env} expert-high dataset sha256 {{}}")
-        agree(expert_high, env, meta.get("reference_dataset_sha256"), path,
-              "is of a model normalised with the expert-high dataset sha256 {}")  # fmt: skip
+        agree(
+            expert_high,
+            env,
+            meta.get("reference_dataset_sha256"),
+            path,
+            "is of a model normalised with the expert-high dataset sha256 {}",
+        )
 
 
 def _check_comparable(model_evals, behavior_evals) -> None:
@@ -274,16 +331,28 @@ def _check_comparable(model_evals, behavior_evals) -> None:
         if None not in how:
             if first_eval is not None and first_eval[0] != how:
                 (seed0, ep0), other = first_eval
-                raise FileMismatchError(other, path, [f"the first was evaluated with eval seed {seed0} and {ep0} "
-                                                      f"episode(s) per point, the second with eval seed {how[0]} and "
-                                                      f"{how[1]}; their returns are not comparable"])  # fmt: skip
+                raise FileMismatchError(
+                    other,
+                    path,
+                    [
+                        f"the first was evaluated with eval seed {seed0} and {ep0} "
+                        f"episode(s) per point, the second with eval seed {how[0]} and "
+                        f"{how[1]}; their returns are not comparable"
+                    ],
+                )
             first_eval = first_eval or (how, path)
         env, points = meta.get("env_id"), meta.get("_points")
         if points is not None:
             if env in grids and grids[env][0] != points:
-                raise FileMismatchError(grids[env][1], path, [f"both are of {env}, but the first was evaluated on "
-                                                              f"{grids[env][0]} preference points and the second on "
-                                                              f"{points}; their fronts are not comparable"])  # fmt: skip
+                raise FileMismatchError(
+                    grids[env][1],
+                    path,
+                    [
+                        f"both are of {env}, but the first was evaluated on "
+                        f"{grids[env][0]} preference points and the second on "
+                        f"{points}; their fronts are not comparable"
+                    ],
+                )
             grids.setdefault(env, (points, path))
     for path, meta in model_evals:
         hp = meta.get("train_settings")
@@ -294,9 +363,15 @@ def _check_comparable(model_evals, behavior_evals) -> None:
             first_hp, first = settings[group]
             diff = sorted(k for k in set(first_hp) | set(hp) if first_hp.get(k) != hp.get(k))
             shown = ", ".join(f"{k} {first_hp.get(k)!r} vs {hp.get(k)!r}" for k in diff[:4])
-            raise FileMismatchError(first, path, [f"both are {group[3]} runs of {group[0]} {group[1]}-{group[2]}, "
-                                                  f"trained with other settings than their seed ({shown}); a "
-                                                  "cell's seeds must differ in the seed only"])  # fmt: skip
+            raise FileMismatchError(
+                first,
+                path,
+                [
+                    f"both are {group[3]} runs of {group[0]} {group[1]}-{group[2]}, "
+                    f"trained with other settings than their seed ({shown}); a "
+                    "cell's seeds must differ in the seed only"
+                ],
+            )
         settings.setdefault(group, (hp, path))
 
 
@@ -310,8 +385,11 @@ def front_measures(returns) -> dict[str, float]:
     return {"eum": eum(returns), "cardinality": cardinality(returns)}
 
 
-def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: Iterable[str | os.PathLike],
-                    front_models: Iterable[str | os.PathLike] = ()):  # fmt: skip
+def collect_metrics(
+    model_evals: Iterable[str | os.PathLike],
+    behavior_evals: Iterable[str | os.PathLike],
+    front_models: Iterable[str | os.PathLike] = (),
+):
     """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev (MODULI's),
     ratio_dev_all (ours), utility, n_nondominated, n_points, eum, igd (of the run's non-dominated
     points, to the union front of B and every model evaluated on the same dataset, from the files
@@ -331,10 +409,14 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
     models = [(path, *read_evaluation(path)) for path in model_evals]
     fronts = [(path, *read_evaluation(path)) for path in behavior_evals]
     # the preference points each file was evaluated on (a front holds three policies' rows)
-    check_evaluations([(p, {**m, "_points": len(a["preference"])}) for p, m, a in models],
-                      [(p, {**m, "_points": len(a["preference"]) // 3}) for p, m, a in fronts])  # fmt: skip
-    behavior_points = {meta["env_id"]: {k: arr[k][arr["policy"] == "behavior"] for k in ("preference", "return")}
-                       for _, meta, arr in fronts}  # fmt: skip
+    check_evaluations(
+        [(p, {**m, "_points": len(a["preference"])}) for p, m, a in models],
+        [(p, {**m, "_points": len(a["preference"]) // 3}) for p, m, a in fronts],
+    )
+    behavior_points = {
+        meta["env_id"]: {k: arr[k][arr["policy"] == "behavior"] for k in ("preference", "return")}
+        for _, meta, arr in fronts
+    }
     behavior_returns = {env: points["return"] for env, points in behavior_points.items()}
     # IGD's reference: per dataset, the front of everything evaluated on it, B included
     union: dict[tuple, list] = {}
@@ -351,24 +433,44 @@ def collect_metrics(model_evals: Iterable[str | os.PathLike], behavior_evals: It
         if "held_out" in arr and meta.get("coverage_source_sha256") in fitted:
             model_path, front_model = fitted[meta["coverage_source_sha256"]]
             if front_model.n_obj != arr["return"].shape[1]:
-                raise FileMismatchError(model_path, path, [f"the front model has {front_model.n_obj} objectives, the "
-                                                           f"evaluation {arr['return'].shape[1]}"])  # fmt: skip
+                raise FileMismatchError(
+                    model_path,
+                    path,
+                    [f"the front model has {front_model.n_obj} objectives, the evaluation {arr['return'].shape[1]}"],
+                )
         s = summarize(arr["preference"], arr["return"])
         cell = (meta["env_id"], meta["quality"], entropy_label(meta))
-        rows.append({"env": meta["env_id"], "quality": meta["quality"], "entropy": cell[2],
-                     "model": meta["model"], "seed": meta["train_seed"], **s, **front_measures(arr["return"]),
-                     "igd": igd(pareto_front(arr["return"]), reference[cell]),
-                     **held_out_measures(meta, arr, front_model),
-                     "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
-                     "b_held_out": held_out_on_complete(arr, behavior_points.get(meta["env_id"])),
-                     "file": str(path)})  # fmt: skip
+        rows.append(
+            {
+                "env": meta["env_id"],
+                "quality": meta["quality"],
+                "entropy": cell[2],
+                "model": meta["model"],
+                "seed": meta["train_seed"],
+                **s,
+                **front_measures(arr["return"]),
+                "igd": igd(pareto_front(arr["return"]), reference[cell]),
+                **held_out_measures(meta, arr, front_model),
+                "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
+                "b_held_out": held_out_on_complete(arr, behavior_points.get(meta["env_id"])),
+                "file": str(path),
+            }
+        )
     baselines = []
     for path, meta, arr in fronts:
         for policy in ("behavior", "zero", "random"):
             sel = arr["policy"] == policy
             s = summarize(arr["preference"][sel], arr["return"][sel])
-            baselines.append({"env": meta["env_id"], "policy": policy, **s, **front_measures(arr["return"][sel]),
-                              "igd": None, "file": str(path)})  # fmt: skip
+            baselines.append(
+                {
+                    "env": meta["env_id"],
+                    "policy": policy,
+                    **s,
+                    **front_measures(arr["return"][sel]),
+                    "igd": None,
+                    "file": str(path),
+                }
+            )
     return pl.DataFrame(rows, schema=METRICS_SCHEMA), pl.DataFrame(baselines, schema=BASELINES_SCHEMA)
 
 
@@ -379,8 +481,10 @@ def baseline_table(baselines: pl.DataFrame) -> str:
         hv = {r["policy"]: r["hv"] for r in baselines.filter(pl.col("env") == env).iter_rows(named=True)}
         unit = HV_UNITS.get(env, 1.0)
         ratio = hv["behavior"] / max(hv["zero"], hv["random"], 1e-12)
-        lines.append(f"| {env} | {hv['behavior'] / unit:.3f} | {hv['zero'] / unit:.3f} | {hv['random'] / unit:.3f}"
-                     f" | {ratio:.2f}× |")  # fmt: skip
+        lines.append(
+            f"| {env} | {hv['behavior'] / unit:.3f} | {hv['zero'] / unit:.3f} | {hv['random'] / unit:.3f}"
+            f" | {ratio:.2f}× |"
+        )
     units = ", ".join(f"×{unit_label(HV_UNITS.get(e, 1.0))} for {e}" for e in sorted(set(baselines["env"].to_list())))
     return "\n".join(lines) + f"\n\nHV in the paper's units ({units})."
 
@@ -433,6 +537,20 @@ def aggregate(
     """
     out_dir = Path(out_dir)
     metrics, baselines = collect_metrics(model_evals, behavior_evals, front_models)
+    # one row order whatever the order of the files given (a run's own, or merged slices')
+    row_of = {d: i for i, d in enumerate(sort_datasets(metrics.select("env", "quality", "entropy").iter_rows()))}
+    column_of = {m: i for i, m in enumerate(ordered_models(None, metrics))}
+    metrics = (
+        metrics.with_columns(
+            pl.struct("env", "quality", "entropy")
+            .map_elements(lambda r: row_of[(r["env"], r["quality"], r["entropy"])], return_dtype=pl.Int64)
+            .alias("_row"),
+            pl.col("model").replace_strict(column_of, return_dtype=pl.Int64).alias("_column"),
+        )
+        .sort("_row", "_column", "seed")
+        .drop("_row", "_column")
+    )
+    baselines = baselines.sort(*[c for c in ("env", "policy", "kind") if c in baselines.columns])
     if datasets is None:
         datasets = metrics.select("env", "quality", "entropy").iter_rows()
     datasets = sort_datasets(tuple(d) for d in datasets)
@@ -477,8 +595,21 @@ def aggregate(
         md += ["## Behavior front against trivial policies (HV)", "", baseline_table(baselines), ""]
     out["results"] = _write_text(out_dir / "results.md", "\n".join(md))
 
-    written = write_plots(out_dir / "plots", metrics, baselines, datasets, models, curves or {}, behavior_evals,
-                          (longs["iqm"], longs["improvement"]), longs.get("generalisation_iqm")) if plots else {}  # fmt: skip
+    written = (
+        write_plots(
+            out_dir / "plots",
+            metrics,
+            baselines,
+            datasets,
+            models,
+            curves or {},
+            behavior_evals,
+            (longs["iqm"], longs["improvement"]),
+            longs.get("generalisation_iqm"),
+        )
+        if plots
+        else {}
+    )
     out.update(written)
     figures = [
         (f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over seeds.", p)
@@ -495,26 +626,45 @@ def aggregate(
         if k.startswith("plot:")
     ]
     figures += [
-        ("Interquartile mean of HV / B per model over every dataset row and seed, bars = 95% stratified-bootstrap "
-         "intervals (Agarwal et al. 2021).", p) for k, p in written.items() if k == "statistics:iqm"
-    ]  # fmt: skip
+        (
+            "Interquartile mean of HV / B per model over every dataset row and seed, bars = 95% stratified-bootstrap "
+            "intervals (Agarwal et al. 2021).",
+            p,
+        )
+        for k, p in written.items()
+        if k == "statistics:iqm"
+    ]
     figures += [
-        ("Generalisation: per coverage variant, the interquartile mean of HV / B at the held-out preferences, "
-         "trained on the complete data (gray) and on the variant (color); bars = 95% stratified-bootstrap "
-         "intervals.", p) for k, p in written.items() if k == "statistics:generalisation"
-    ]  # fmt: skip
-    page = html_document([to_html(t, table_id=f"table-{name}") for name, t in tables.items()], figures,
-                         title="Results: tables and figures")  # fmt: skip
+        (
+            "Generalisation: per coverage variant, the interquartile mean of HV / B at the held-out preferences, "
+            "trained on the complete data (gray) and on the variant (color); bars = 95% stratified-bootstrap "
+            "intervals.",
+            p,
+        )
+        for k, p in written.items()
+        if k == "statistics:generalisation"
+    ]
+    page = html_document(
+        [to_html(t, table_id=f"table-{name}") for name, t in tables.items()],
+        figures,
+        title="Results: tables and figures",
+    )
     out["summary"] = _write_text(out_dir / "summary.html", page)
     log.info("wrote %d tables and %d plots into %s", len(tables), len(written), out_dir)
     return out
 
 
-def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
-                models: Sequence[str], curves: Mapping[str, str | os.PathLike],
-                behavior_evals: Sequence[str | os.PathLike],
-                statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None,
-                generalisation: pl.DataFrame | None = None) -> dict[str, Path]:  # fmt: skip
+def write_plots(
+    plot_dir: Path,
+    metrics: pl.DataFrame,
+    baselines: pl.DataFrame,
+    datasets: Sequence[Dataset],
+    models: Sequence[str],
+    curves: Mapping[str, str | os.PathLike],
+    behavior_evals: Sequence[str | os.PathLike],
+    statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None,
+    generalisation: pl.DataFrame | None = None,
+) -> dict[str, Path]:
     """Every figure of the module docstring (PNG and PDF); returns the PNG paths, keyed
     ``plot:<env>/<quality>-<entropy>`` (Pareto), ``preference:...``, ``curves:...``, ``hv:<env>`` and
     ``statistics:iqm`` / ``statistics:improvement`` (from ``statistics``: the IQM and
@@ -552,13 +702,19 @@ def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, 
         name, stem = f"{env}/{quality}-{entropy}", f"{env}_{quality}-{entropy}"
         label = f"{env}, {quality} data, {entropy} preference entropy"
         if cell or env in behavior_points:
-            fig = pareto_figure(f"Pareto front: {label}", {m: [r["return"] for r in rs] for m, rs in cell.items()},
-                                behavior_points.get(env), objectives)  # fmt: skip
+            fig = pareto_figure(
+                f"Pareto front: {label}",
+                {m: [r["return"] for r in rs] for m, rs in cell.items()},
+                behavior_points.get(env),
+                objectives,
+            )
             out[f"plot:{name}"], _ = save_figure(fig, plot_dir / "pareto" / stem)
         if cell:
-            fig = preference_figure(f"Target vs achieved preference: {label}",
-                                    {m: [(r["preference"], r["return"]) for r in rs] for m, rs in cell.items()},
-                                    objectives)  # fmt: skip
+            fig = preference_figure(
+                f"Target vs achieved preference: {label}",
+                {m: [(r["preference"], r["return"]) for r in rs] for m, rs in cell.items()},
+                objectives,
+            )
             out[f"preference:{name}"], _ = save_figure(fig, plot_dir / "preference" / stem)
         with_curves = {m: [_read_curve(r["curve"]) for r in rs if r["curve"]] for m, rs in cell.items()}
         with_curves = {m: c for m, c in with_curves.items() if c}
@@ -578,9 +734,11 @@ def write_plots(plot_dir: Path, metrics: pl.DataFrame, baselines: pl.DataFrame, 
     if iqm is not None and len(iqm):
         out["statistics:iqm"], _ = save_figure(iqm_figure(iqm), plot_dir / "statistics" / "iqm")
     if improvement is not None and len(improvement):
-        out["statistics:improvement"], _ = save_figure(improvement_figure(improvement),
-                                                       plot_dir / "statistics" / "improvement")  # fmt: skip
+        out["statistics:improvement"], _ = save_figure(
+            improvement_figure(improvement), plot_dir / "statistics" / "improvement"
+        )
     if generalisation is not None and len(generalisation):
-        out["statistics:generalisation"], _ = save_figure(generalisation_figure(generalisation),
-                                                          plot_dir / "statistics" / "generalisation")  # fmt: skip
+        out["statistics:generalisation"], _ = save_figure(
+            generalisation_figure(generalisation), plot_dir / "statistics" / "generalisation"
+        )
     return out

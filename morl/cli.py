@@ -47,8 +47,9 @@ def cmd_behavior(args) -> int:
     config = load_config(args.config)
     if args.method:  # the other method of the same config, e.g. the TD3 keys of configs/paper.yaml
         config["behavior"]["method"] = args.method
-        config["behavior"]["overrides"] = [{k: v for k, v in ov.items() if k != "method"}
-                                           for ov in config["behavior"].get("overrides", [])]  # fmt: skip
+        config["behavior"]["overrides"] = [
+            {k: v for k, v in ov.items() if k != "method"} for ov in config["behavior"].get("overrides", [])
+        ]
         validate_config(config, f"{args.config} with --method {args.method}")
     settings = behavior_settings(config, args.env)
     summary = train_behavior(args.env, settings, args.output, threads=args.threads, device=args.device)
@@ -72,9 +73,16 @@ def cmd_collect(args) -> int:
 
     s = _config_section(args, "collect")
     n = s["n_trajectories"] if args.n_trajectories is None else args.n_trajectories
-    summary = collect_dataset(args.policy, args.quality, args.entropy, n, args.output,
-                              batch_size=s["batch_size"], seed=s["seed"] if args.seed is None else args.seed,
-                              workers=args.workers)  # fmt: skip
+    summary = collect_dataset(
+        args.policy,
+        args.quality,
+        args.entropy,
+        n,
+        args.output,
+        batch_size=s["batch_size"],
+        seed=s["seed"] if args.seed is None else args.seed,
+        workers=args.workers,
+    )
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -122,9 +130,18 @@ def cmd_evaluate(args) -> int:
     s = config["evaluate"]
     model = checkpoint_model(args.checkpoint)
     definitions = training_definitions(config, read_meta(args.dataset)["env_id"], model)
-    summary = evaluate_checkpoint(args.checkpoint, args.dataset, args.output, s["divisions"], s["episodes"], s["seed"],
-                                  workers=args.workers, reference_dataset=args.reference_dataset,
-                                  definitions=definitions, coverage_source=args.coverage_source)  # fmt: skip
+    summary = evaluate_checkpoint(
+        args.checkpoint,
+        args.dataset,
+        args.output,
+        s["divisions"],
+        s["episodes"],
+        s["seed"],
+        workers=args.workers,
+        reference_dataset=args.reference_dataset,
+        definitions=definitions,
+        coverage_source=args.coverage_source,
+    )
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -162,10 +179,34 @@ def cmd_aggregate(args) -> int:
     from morl.errors import InputError
 
     if args.curves and len(args.curves) != len(args.evaluations):
-        raise InputError(f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
-                         "give one training curve per evaluation, in the same order")  # fmt: skip
-    outputs = aggregate(args.evaluations, args.fronts, args.out_dir, seeds=args.seeds,
-                        curves=dict(zip(args.evaluations, args.curves or [])), front_models=args.front_models)  # fmt: skip
+        raise InputError(
+            f"--curves names {len(args.curves)} files but --evaluations {len(args.evaluations)}; "
+            "give one training curve per evaluation, in the same order"
+        )
+    outputs = aggregate(
+        args.evaluations,
+        args.fronts,
+        args.out_dir,
+        seeds=args.seeds,
+        curves=dict(zip(args.evaluations, args.curves or [])),
+        front_models=args.front_models,
+    )
+    print(Path(outputs["results"]).read_text())
+    return 0
+
+
+def cmd_merge_slices(args) -> int:
+    from morl.config import load_config
+    from morl.errors import InputError
+    from morl.slices import merge_slices
+
+    config = load_config(args.config)
+    if Path(args.out_dir).resolve() in (Path(args.slices).resolve(), *Path(args.slices).resolve().parents):
+        raise InputError(f"{args.out_dir}: the tables must not be written over the slices folder {args.slices}")
+    coverages = ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
+    rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
+            for c in coverages]  # fmt: skip
+    outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"])
     print(Path(outputs["results"]).read_text())
     return 0
 
@@ -237,8 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
     from morl.families import model_order
 
     p = argparse.ArgumentParser(prog="morl", description=__doc__)
-    p.add_argument("--debug", action="store_true", help="show the traceback of an expected error too "
-                   "(also: MORL_DEBUG=1 in the environment)")  # fmt: skip
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an expected error too (also: MORL_DEBUG=1 in the environment)",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def add(name, fn, help_):
@@ -258,8 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--env", required=True)
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--threads", type=_bounded_count(MAX_WORKERS, "threads"), default=None)
-    sp.add_argument("--method", choices=["td3", "pgmorl"], default=None, help="train with this behavior method "
-                    "instead of the config's behavior.method (its settings from the same config)")  # fmt: skip
+    sp.add_argument(
+        "--method",
+        choices=["td3", "pgmorl"],
+        default=None,
+        help="train with this behavior method "
+        "instead of the config's behavior.method (its settings from the same config)",
+    )
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
 
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
@@ -277,8 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
     sp.add_argument("--entropy", required=True, choices=["high", "medium", "low"])
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument("--n-trajectories", type=_bounded_count(MAX_TRAJECTORIES, "trajectories"), default=None,
-                    help="override the config's count")  # fmt: skip
+    sp.add_argument(
+        "--n-trajectories",
+        type=_bounded_count(MAX_TRAJECTORIES, "trajectories"),
+        default=None,
+        help="override the config's count",
+    )
     sp.add_argument("--seed", type=_seed, default=None, help="override the config's seed")
     sp.add_argument(
         "--workers",
@@ -289,8 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("dataset-info", cmd_dataset_info, "describe a dataset file: sizes, returns, preference spread, HV")
     sp.add_argument("file", help="a dataset Parquet file")
-    sp.add_argument("--front", default=None, help="a behavior front file whose HV (B) to show; default: the "
-                    "front.parquet beside the behavior checkpoint named in the dataset, if it exists")  # fmt: skip
+    sp.add_argument(
+        "--front",
+        default=None,
+        help="a behavior front file whose HV (B) to show; default: the "
+        "front.parquet beside the behavior checkpoint named in the dataset, if it exists",
+    )
     sp.add_argument("--json", action="store_true", help="print the numbers as JSON")
 
     sp = with_config(add("train", cmd_train, "train one model on one dataset"))
@@ -300,16 +357,23 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--curve", default=None, type=_output_file)
     sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
-    sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset (for the state "
-                    "statistics under train.peda.statistics_from: expert-high)")  # fmt: skip
+    sp.add_argument(
+        "--reference-dataset",
+        default=None,
+        help="the env's expert-high dataset (for the state statistics under train.peda.statistics_from: expert-high)",
+    )
 
     sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))
     sp.add_argument("--checkpoint", required=True)
     sp.add_argument("--dataset", required=True, help="the training dataset (for the target-return regression)")
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument("--reference-dataset", default=None, help="the env's expert-high dataset the model was "
-                    "trained with (for the target-return regression under train.peda.statistics_from: "
-                    "expert-high)")  # fmt: skip
+    sp.add_argument(
+        "--reference-dataset",
+        default=None,
+        help="the env's expert-high dataset the model was "
+        "trained with (for the target-return regression under train.peda.statistics_from: "
+        "expert-high)",
+    )
     sp.add_argument(
         "--workers",
         type=_bounded_count(MAX_WORKERS, "workers"),
@@ -317,40 +381,77 @@ def build_parser() -> argparse.ArgumentParser:
         help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
     )
 
-    sp.add_argument("--coverage-source", default=None, help="for a coverage variant of a dataset: the complete "
-                    "dataset it was derived from (tags the held-out preferences)")  # fmt: skip
+    sp.add_argument(
+        "--coverage-source",
+        default=None,
+        help="for a coverage variant of a dataset: the complete "
+        "dataset it was derived from (tags the held-out preferences)",
+    )
 
-    sp = with_config(add("derive-coverage", cmd_derive_coverage, "cut preference bands out of a dataset: its "
-                         "shattered or narrow coverage variant"))  # fmt: skip
+    sp = with_config(
+        add(
+            "derive-coverage",
+            cmd_derive_coverage,
+            "cut preference bands out of a dataset: its shattered or narrow coverage variant",
+        )
+    )
     sp.add_argument("--dataset", required=True, help="the complete dataset")
     sp.add_argument("--coverage", required=True, choices=["shattered", "narrow"])
     sp.add_argument("--output", required=True, type=_output_file)
 
-    sp = with_config(add("fit-front-model", cmd_fit_front_model, "fit the front model of MODULI's return deviation "
-                         "on a complete dataset (one per dataset with coverage variants)"))  # fmt: skip
+    sp = with_config(
+        add(
+            "fit-front-model",
+            cmd_fit_front_model,
+            "fit the front model of MODULI's return deviation "
+            "on a complete dataset (one per dataset with coverage variants)",
+        )
+    )
     sp.add_argument("--dataset", required=True, help="the complete dataset the variants were derived from")
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument("--steps", type=_bounded_count(10**9, "gradient steps"), default=None,
-                    help="gradient steps (default: the config's coverage.front_model_steps, MODULI's 100,000)")  # fmt: skip
+    sp.add_argument(
+        "--steps",
+        type=_bounded_count(10**9, "gradient steps"),
+        default=None,
+        help="gradient steps (default: the config's coverage.front_model_steps, MODULI's 100,000)",
+    )
     sp.add_argument("--seed", type=_seed, default=0, help="seed of the fit (MODULI's: 0)")
 
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")
     sp.add_argument("--env", required=True, help="env id, e.g. MO-HalfCheetah-v2")
     sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
-    sp.add_argument("--entropy", required=True, choices=["high", "medium", "low", "uniform", "wide", "narrow"],
-                    help="high/medium/low, or D4MORL's uniform/wide/narrow")  # fmt: skip
+    sp.add_argument(
+        "--entropy",
+        required=True,
+        choices=["high", "medium", "low", "uniform", "wide", "narrow"],
+        help="high/medium/low, or D4MORL's uniform/wide/narrow",
+    )
     sp.add_argument("--out", required=True, type=_output_file, help="the Parquet file to write")
 
     sp = add("aggregate", cmd_aggregate, "tables (Markdown, CSV, LaTeX, HTML) and plots from evaluation files")
     sp.add_argument("--evaluations", nargs="*", default=[])
     sp.add_argument("--fronts", nargs="*", default=[])
-    sp.add_argument("--curves", nargs="*", default=[], help="the curve.csv of each evaluated run, in the order "
-                    "of --evaluations (for the training-curve plots)")  # fmt: skip
-    sp.add_argument("--seeds", type=_seed, nargs="*", default=None, help="the configured seeds: cells with fewer "
-                    "are marked")  # fmt: skip
-    sp.add_argument("--front-models", nargs="*", default=[], help="the front model of each complete dataset with "
-                    "coverage variants (morl fit-front-model), for MODULI's return deviation RD")  # fmt: skip
+    sp.add_argument(
+        "--curves",
+        nargs="*",
+        default=[],
+        help="the curve.csv of each evaluated run, in the order of --evaluations (for the training-curve plots)",
+    )
+    sp.add_argument(
+        "--seeds", type=_seed, nargs="*", default=None, help="the configured seeds: cells with fewer are marked"
+    )
+    sp.add_argument(
+        "--front-models",
+        nargs="*",
+        default=[],
+        help="the front model of each complete dataset with "
+        "coverage variants (morl fit-front-model), for MODULI's return deviation RD",
+    )
+    sp.add_argument("--out-dir", required=True, type=_output_dir)
+
+    sp = with_config(add("merge-slices", cmd_merge_slices, "tables and plots from every committed slice of a grid"))
+    sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     return p
 
@@ -387,8 +488,10 @@ def check_outputs_are_not_inputs(args) -> None:
     for i, (o_dest, o_path) in enumerate(outs):
         for i_dest, i_path in given(inputs) + outs[:i]:
             if _same_file(o_path, i_path):
-                raise InputError(f"{flag(o_dest)} {o_path} is the file {flag(i_dest)} names ({i_path}); writing "
-                                 "it would overwrite that file: give another output path")  # fmt: skip
+                raise InputError(
+                    f"{flag(o_dest)} {o_path} is the file {flag(i_dest)} names ({i_path}); writing "
+                    "it would overwrite that file: give another output path"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:

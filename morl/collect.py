@@ -105,9 +105,16 @@ def collect_dataset(
                 act = np.clip(act, low, high)
             actions[slots] = act
             next_obs, rew, term, trunc = env.step(actions)
-            for key, value in (("ep", episodes), ("t", t), ("obs", obs[slots]), ("act", act), ("rew", rew[slots]),
-                               ("next_obs", env.final_observations[slots]), ("term", term[slots]),
-                               ("tout", trunc[slots])):  # fmt: skip
+            for key, value in (
+                ("ep", episodes),
+                ("t", t),
+                ("obs", obs[slots]),
+                ("act", act),
+                ("rew", rew[slots]),
+                ("next_obs", env.final_observations[slots]),
+                ("term", term[slots]),
+                ("tout", trunc[slots]),
+            ):
                 chunks[key].append(value)
             obs = next_obs
             steps += len(slots)
@@ -154,9 +161,14 @@ def collect_dataset(
     )
     write_dataset(output, ds)
     summary = {
-        "env_id": env_id, "quality": quality, "entropy": entropy, "trajectories": ds.n_trajectories,
-        "steps": ds.n_steps, "mean_length": float(ds.traj_lengths.mean()),
-        "mean_return": ds.traj_returns.mean(0).round(1).tolist(), "output": str(output),
-    }  # fmt: skip
+        "env_id": env_id,
+        "quality": quality,
+        "entropy": entropy,
+        "trajectories": ds.n_trajectories,
+        "steps": ds.n_steps,
+        "mean_length": float(ds.traj_lengths.mean()),
+        "mean_return": ds.traj_returns.mean(0).round(1).tolist(),
+        "output": str(output),
+    }
     log.info("collected %s", summary)
     return summary

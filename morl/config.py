@@ -76,8 +76,21 @@ _StrictValidator = jsonschema.validators.extend(
 )
 
 #: Folders a results_dir must not be: the filesystem root and the system's own folders.
-SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/run", "/sbin", "/sys", "/usr",
-                  "/var")  # fmt: skip
+SYSTEM_FOLDERS = (
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib64",
+    "/proc",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var",
+)
 
 
 def _setting_keys(section: str) -> tuple[str, ...]:
@@ -153,8 +166,10 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
 
     results_dir = Path(config["results_dir"]).resolve()
     if str(results_dir) in SYSTEM_FOLDERS:
-        raise ConfigError(f"{source}: results_dir: {config['results_dir']!r} is {results_dir}, a system folder; "
-                          "give a folder of the experiment's own")  # fmt: skip
+        raise ConfigError(
+            f"{source}: results_dir: {config['results_dir']!r} is {results_dir}, a system folder; "
+            "give a folder of the experiment's own"
+        )
     for i, env_id in enumerate(config["envs"]):
         check_env(env_id, f"envs[{i}]", source)
     seen = set()
@@ -167,9 +182,11 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         seen.add(cell)
     for i, imp in enumerate(config.get("imported_datasets", [])):
         if not Path(imp["path"]).is_file():
-            raise ConfigError(f"{source}: imported_datasets[{i}].path: {imp['path']} is not a file (looked for it "
-                              f"from {Path.cwd()}); an import that is not there would leave the cell to earlier "
-                              "outputs")  # fmt: skip
+            raise ConfigError(
+                f"{source}: imported_datasets[{i}].path: {imp['path']} is not a file (looked for it "
+                f"from {Path.cwd()}); an import that is not there would leave the cell to earlier "
+                "outputs"
+            )
     for i, ov in enumerate(config["train"].get("overrides") or []):
         for env_id in ov.get("envs", []):
             check_env(env_id, f"train.overrides[{i}].envs", source)
@@ -199,9 +216,13 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     except InputError as exc:
         raise ConfigError(f"{source}: {exc}") from None
     if set(config.get("coverages", ["complete"])) - {"complete"}:
-        leaky = [(e, m) for e in config["envs"] for m in config["models"]
-                 if "returns_to_go" in families.definitions_of(m)
-                 and train_settings(config, e, m)["statistics_from"] == "expert-high"]  # fmt: skip
+        leaky = [
+            (e, m)
+            for e in config["envs"]
+            for m in config["models"]
+            if "returns_to_go" in families.definitions_of(m)
+            and train_settings(config, e, m)["statistics_from"] == "expert-high"
+        ]
         if leaky:
             e, m = leaky[0]
             raise ConfigError(
@@ -271,8 +292,9 @@ def _check_train_settings(config: dict[str, Any], env_id: str, model: str, sourc
     try:
         train_settings(config, env_id, model)
     except InputError as exc:
-        raise ConfigError(f"{source}: {exc} (train.{family_of(model).name} with its overrides, for {model} on "
-                          f"{env_id})") from None  # fmt: skip
+        raise ConfigError(
+            f"{source}: {exc} (train.{family_of(model).name} with its overrides, for {model} on {env_id})"
+        ) from None
 
 
 #: The most points an evaluation grid may have (the protocol's grids have 501 and 325).
@@ -339,8 +361,10 @@ def workflow_config(config: dict[str, Any], configfiles, default: str | os.PathL
     """
     configfiles = [str(f) for f in configfiles]
     if len(configfiles) > 1:
-        raise ConfigError(f"{', '.join(configfiles)}: give one --configfile; a run uses exactly one config, "
-                          "validated whole (copy what the files share into one file)")  # fmt: skip
+        raise ConfigError(
+            f"{', '.join(configfiles)}: give one --configfile; a run uses exactly one config, "
+            "validated whole (copy what the files share into one file)"
+        )
     if configfiles:
         result = validate_config(copy.deepcopy(config), configfiles[0]), configfiles[0]
     else:
@@ -405,18 +429,23 @@ def _check_behavior_method(config: dict[str, Any], env_id: str, source) -> None:
     if hp["method"] == "td3":
         missing = [k for k in _setting_keys("behavior") if k not in hp and k not in ("shipped", "method")]
         if missing:
-            raise ConfigError(f"{source}: behavior: {env_id} trains with method td3, which needs "
-                              f"behavior.{', behavior.'.join(missing)}")  # fmt: skip
+            raise ConfigError(
+                f"{source}: behavior: {env_id} trains with method td3, which needs "
+                f"behavior.{', behavior.'.join(missing)}"
+            )
         return
     from morl.behavior.pgmorl import PGMORLSettings  # late: needs torch and mujoco
     from morl.envs import is_d4morl_task
 
     if "pgmorl" not in config["behavior"]:
-        raise ConfigError(f"{source}: behavior: {env_id} trains with method pgmorl, which needs a behavior.pgmorl "
-                          "section")  # fmt: skip
+        raise ConfigError(
+            f"{source}: behavior: {env_id} trains with method pgmorl, which needs a behavior.pgmorl section"
+        )
     if not is_d4morl_task(env_id):
-        raise ConfigError(f"{source}: behavior.method: pgmorl trains the D4MORL tasks only, not {env_id}; "
-                          "use method td3 for it (a behavior.overrides entry can set it for some envs)")  # fmt: skip
+        raise ConfigError(
+            f"{source}: behavior.method: pgmorl trains the D4MORL tasks only, not {env_id}; "
+            "use method td3 for it (a behavior.overrides entry can set it for some envs)"
+        )
     try:
         PGMORLSettings.from_config(hp["pgmorl"]).check()
     except InputError as exc:

@@ -276,19 +276,25 @@ def derive(ds: Dataset, coverage: str, settings: dict | None, source: str | None
     name = source if source is not None else "the dataset"
     previous = coverage_record(ds.meta, source)
     if previous is not None:
-        raise InputError(f"{name}: is already a {previous['coverage']!r} coverage variant; derive the "
-                         f"{coverage!r} variant from the source dataset instead")  # fmt: skip
+        raise InputError(
+            f"{name}: is already a {previous['coverage']!r} coverage variant; derive the "
+            f"{coverage!r} variant from the source dataset instead"
+        )
     w1 = ds.traj_preferences[:, OBJECTIVE].astype(np.float64)
     bands = bands_for(w1, coverage, settings)
     removed = held_out(ds.traj_preferences, bands)
     n_removed, n_total = int(removed.sum()), ds.n_trajectories
     span = f"w_1 from {w1.min():.6g} to {w1.max():.6g}"
     if coverage != "complete" and n_removed == 0:
-        raise InputError(f"{name}: coverage {coverage!r} removes no trajectory: its bands "
-                         f"{_show(bands)} hold none of the {n_total} trajectories ({span})")  # fmt: skip
+        raise InputError(
+            f"{name}: coverage {coverage!r} removes no trajectory: its bands "
+            f"{_show(bands)} hold none of the {n_total} trajectories ({span})"
+        )
     if n_removed == n_total:
-        raise InputError(f"{name}: coverage {coverage!r} removes every one of the {n_total} trajectories: "
-                         f"its bands {_show(bands)} cover all of them ({span})")  # fmt: skip
+        raise InputError(
+            f"{name}: coverage {coverage!r} removes every one of the {n_total} trajectories: "
+            f"its bands {_show(bands)} cover all of them ({span})"
+        )
     keep = ~removed
     kept_lengths = ds.traj_lengths[keep]
     record = {

@@ -127,8 +127,13 @@ def _numeric(traj: dict, name: str, path, index: int, kinds: str = "iuf") -> np.
         raise _bad(path, index, name, "contains NaN or infinite values")
     # The dataset stores float32: a value beyond its range would be written as infinity.
     if arr.size and np.max(np.abs(arr)) > np.finfo(np.float32).max:
-        raise _bad(path, index, name, f"holds {np.max(np.abs(arr)):.3g} in magnitude, beyond float32's range "
-                   f"({np.finfo(np.float32).max:.3g}), which the dataset stores")  # fmt: skip
+        raise _bad(
+            path,
+            index,
+            name,
+            f"holds {np.max(np.abs(arr)):.3g} in magnitude, beyond float32's range "
+            f"({np.finfo(np.float32).max:.3g}), which the dataset stores",
+        )
     return arr
 
 
@@ -143,19 +148,39 @@ def _check_trajectory(traj: Any, index: int, path, spec) -> tuple[int, np.ndarra
         raise DataFileError(path, f"trajectory {index} is a {type(traj).__name__}; expected a dict")
     obs = _numeric(traj, "observations", path, index)
     if obs.ndim != 2 or obs.shape[0] == 0 or obs.shape[1] != spec.obs_dim:
-        raise _bad(path, index, "observations", f"has shape {obs.shape}; expected (T >= 1, {spec.obs_dim}) "
-                   f"for {spec.id}")  # fmt: skip
+        raise _bad(
+            path, index, "observations", f"has shape {obs.shape}; expected (T >= 1, {spec.obs_dim}) for {spec.id}"
+        )
     T = obs.shape[0]
     if T > spec.max_episode_steps:
-        raise _bad(path, index, "observations", f"has {T} steps; {spec.id} episodes last at most "
-                   f"{spec.max_episode_steps}")  # fmt: skip
+        raise _bad(
+            path, index, "observations", f"has {T} steps; {spec.id} episodes last at most {spec.max_episode_steps}"
+        )
     steps = f"T={T} steps"
-    _expect_shape(_numeric(traj, "next_observations", path, index), (T, spec.obs_dim), path, index,
-                  "next_observations", f"{steps}, obs_dim={spec.obs_dim}")  # fmt: skip
-    _expect_shape(_numeric(traj, "actions", path, index), (T, spec.act_dim), path, index, "actions",
-                  f"{steps}, act_dim={spec.act_dim}")  # fmt: skip
-    _expect_shape(_numeric(traj, "raw_rewards", path, index), (T, spec.n_obj), path, index, "raw_rewards",
-                  f"{steps}, n_obj={spec.n_obj}")  # fmt: skip
+    _expect_shape(
+        _numeric(traj, "next_observations", path, index),
+        (T, spec.obs_dim),
+        path,
+        index,
+        "next_observations",
+        f"{steps}, obs_dim={spec.obs_dim}",
+    )
+    _expect_shape(
+        _numeric(traj, "actions", path, index),
+        (T, spec.act_dim),
+        path,
+        index,
+        "actions",
+        f"{steps}, act_dim={spec.act_dim}",
+    )
+    _expect_shape(
+        _numeric(traj, "raw_rewards", path, index),
+        (T, spec.n_obj),
+        path,
+        index,
+        "raw_rewards",
+        f"{steps}, n_obj={spec.n_obj}",
+    )
     term = _numeric(traj, "terminals", path, index, kinds="biuf")
     if term.shape == (T, 1):
         term = term[:, 0]
@@ -173,14 +198,19 @@ def _check_trajectory(traj: Any, index: int, path, spec) -> tuple[int, np.ndarra
             raise _bad(path, index, "preference", "changes within the trajectory; D4MORL has one per trajectory")
         pref = pref[0]
     else:
-        raise _bad(path, index, "preference", f"has shape {pref.shape}; expected ({T}, {spec.n_obj}) per step "
-                   f"or ({spec.n_obj},) per trajectory")  # fmt: skip
+        raise _bad(
+            path,
+            index,
+            "preference",
+            f"has shape {pref.shape}; expected ({T}, {spec.n_obj}) per step or ({spec.n_obj},) per trajectory",
+        )
     pref = pref.astype(np.float64)
     if np.any(pref < 0):
         raise _bad(path, index, "preference", f"has a negative entry {pref.tolist()}")
     if abs(pref.sum() - 1.0) > PREFERENCE_SUM_TOLERANCE:
-        raise _bad(path, index, "preference", f"sums to {pref.sum():.6g}, not 1 (tolerance "
-                   f"{PREFERENCE_SUM_TOLERANCE:g})")  # fmt: skip
+        raise _bad(
+            path, index, "preference", f"sums to {pref.sum():.6g}, not 1 (tolerance {PREFERENCE_SUM_TOLERANCE:g})"
+        )
     return T, pref, bool(term[-1])
 
 
@@ -275,15 +305,31 @@ def import_d4morl(
         "actions_clipped": n_clipped,
         "morl_version": __version__,
     }
-    ds = Dataset.from_arrays(obs, act, rew, prefs.astype(np.float32), lengths, next_observations=nxt,
-                             terminals=terminals, timeouts=timeouts, meta=meta)  # fmt: skip
+    ds = Dataset.from_arrays(
+        obs,
+        act,
+        rew,
+        prefs.astype(np.float32),
+        lengths,
+        next_observations=nxt,
+        terminals=terminals,
+        timeouts=timeouts,
+        meta=meta,
+    )
     write_dataset(out_path, ds)
     summary = {
-        "env_id": spec.id, "quality": quality, "entropy": entropy, "trajectories": ds.n_trajectories,
-        "steps": ds.n_steps, "mean_length": float(lengths.mean()), "terminated": int(terminal_end.sum()),
-        "timeouts": int(is_timeout.sum()), "actions_clipped": n_clipped,
-        "mean_return": ds.traj_returns.mean(0).round(1).tolist(), "source_sha256": meta["source_sha256"],
+        "env_id": spec.id,
+        "quality": quality,
+        "entropy": entropy,
+        "trajectories": ds.n_trajectories,
+        "steps": ds.n_steps,
+        "mean_length": float(lengths.mean()),
+        "terminated": int(terminal_end.sum()),
+        "timeouts": int(is_timeout.sum()),
+        "actions_clipped": n_clipped,
+        "mean_return": ds.traj_returns.mean(0).round(1).tolist(),
+        "source_sha256": meta["source_sha256"],
         "output": str(out_path),
-    }  # fmt: skip
+    }
     log.info("imported %s", summary)
     return summary

@@ -357,8 +357,11 @@ def _read_columns(pf: pq.ParquetFile, out: dict[str, np.ndarray], path) -> None:
             break
         n = batch.num_rows
         if start + n > n_rows:
-            raise DataFileError(path, f"could not read Parquet data; the file is corrupt (it has more than "
-                                f"the {n_rows} rows its footer says)")  # fmt: skip
+            raise DataFileError(
+                path,
+                f"could not read Parquet data; the file is corrupt (it has more than "
+                f"the {n_rows} rows its footer says)",
+            )
         for name in names:
             col, dest = batch.column(name), out[name]
             if col.null_count:
@@ -382,8 +385,9 @@ def _read_columns(pf: pq.ParquetFile, out: dict[str, np.ndarray], path) -> None:
         if inner_nulls[name]:
             raise DataFileError(path, f"column {name!r} has {inner_nulls[name]} null value(s) inside its vectors")
     if start != n_rows:  # a damaged page header can make pages look shorter than they are
-        raise DataFileError(path, f"could not read Parquet data; the file is corrupt (it has {start} rows; "
-                            f"its footer says {n_rows})")  # fmt: skip
+        raise DataFileError(
+            path, f"could not read Parquet data; the file is corrupt (it has {start} rows; its footer says {n_rows})"
+        )
 
 
 def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Dataset:
@@ -475,12 +479,18 @@ def _check_sizes_fit_env(meta: dict, path) -> None:
         spec = get_spec(env_id)
     except (ValueError, TypeError):
         return  # an env this morl does not simulate: training and evaluation say so when they need it
-    for key, what, want in (("obs_dim", "observations", spec.obs_dim), ("act_dim", "actions", spec.act_dim),
-                            ("n_obj", "objectives", spec.n_obj)):  # fmt: skip
+    for key, what, want in (
+        ("obs_dim", "observations", spec.obs_dim),
+        ("act_dim", "actions", spec.act_dim),
+        ("n_obj", "objectives", spec.n_obj),
+    ):
         have = meta.get(key)
         if have is not None and str(have) != str(want):
-            raise DataFileError(path, f"dataset has {have} {what} per step, but {env_id} has {want} "
-                                f"(a file of another env, or a damaged one)")  # fmt: skip
+            raise DataFileError(
+                path,
+                f"dataset has {have} {what} per step, but {env_id} has {want} "
+                f"(a file of another env, or a damaged one)",
+            )
 
 
 def _check_preferences(prefs: np.ndarray, path) -> None:
@@ -488,11 +498,17 @@ def _check_preferences(prefs: np.ndarray, path) -> None:
     negative = np.flatnonzero(np.any(prefs < 0, axis=1))
     if negative.size:
         i = int(negative[0])
-        raise DataFileError(path, f"preference of trajectory {i} has a negative entry {prefs[i].tolist()} "
-                            f"({negative.size} trajectories affected)")  # fmt: skip
+        raise DataFileError(
+            path,
+            f"preference of trajectory {i} has a negative entry {prefs[i].tolist()} "
+            f"({negative.size} trajectories affected)",
+        )
     sums = prefs.astype(np.float64).sum(axis=1)
     off = np.flatnonzero(np.abs(sums - 1.0) > PREFERENCE_SUM_TOLERANCE)
     if off.size:
         i = int(off[0])
-        raise DataFileError(path, f"preferences do not sum to 1: trajectory {i} sums to {sums[i]:.6g} "
-                            f"(tolerance {PREFERENCE_SUM_TOLERANCE:g}; {off.size} trajectories affected)")  # fmt: skip
+        raise DataFileError(
+            path,
+            f"preferences do not sum to 1: trajectory {i} sums to {sums[i]:.6g} "
+            f"(tolerance {PREFERENCE_SUM_TOLERANCE:g}; {off.size} trajectories affected)",
+        )

@@ -107,12 +107,19 @@ def _behavior_front_hv(front: Path, dataset: Path, env_id: str | None, behavior_
     if meta.get("kind") != "behavior":
         raise DataFileError(front, f"not a behavior front file (its metadata kind is {meta.get('kind')!r})")
     if env_id is not None and meta.get("env_id") != env_id:
-        raise FileMismatchError(dataset, front, [f"the dataset is for env {env_id!r}, the front for "
-                                                 f"{meta.get('env_id')!r}"])  # fmt: skip
+        raise FileMismatchError(
+            dataset, front, [f"the dataset is for env {env_id!r}, the front for {meta.get('env_id')!r}"]
+        )
     if behavior_sha256 and meta.get("checkpoint_sha256") and meta["checkpoint_sha256"] != behavior_sha256:
-        raise FileMismatchError(dataset, front, [f"the dataset was collected by behavior policy sha256 "
-                                                 f"{short_hash(behavior_sha256)}, the front evaluates "
-                                                 f"{short_hash(meta['checkpoint_sha256'])}"])  # fmt: skip
+        raise FileMismatchError(
+            dataset,
+            front,
+            [
+                f"the dataset was collected by behavior policy sha256 "
+                f"{short_hash(behavior_sha256)}, the front evaluates "
+                f"{short_hash(meta['checkpoint_sha256'])}"
+            ],
+        )
     try:
         meta, arrays = read_evaluation(front)
     except Exception as exc:  # pyarrow raises several types for unreadable files
@@ -169,26 +176,35 @@ def format_card(info: dict[str, Any]) -> str:
         desc += f", preference entropy label {info['entropy_label']!r}"
     lines.append(f"  {desc}" if desc else "  (no env/quality/entropy in the metadata)")
     el, ends = info["episode_length"], info["ended_by"]
-    lines.append(f"  trajectories     {info['trajectories']:,}   steps {info['steps']:,}"
-                 + (f"   file {info['size_bytes'] / 1e6:,.1f} MB" if "size_bytes" in info else ""))  # fmt: skip
+    lines.append(
+        f"  trajectories     {info['trajectories']:,}   steps {info['steps']:,}"
+        + (f"   file {info['size_bytes'] / 1e6:,.1f} MB" if "size_bytes" in info else "")
+    )
     lines.append(f"  episode length   min {el['min']}  mean {el['mean']:.1f}  max {el['max']}")
-    lines.append(f"  episodes ended   by termination {ends['termination']}, by timeout {ends['timeout']}, "
-                 f"neither {ends['neither']}")  # fmt: skip
+    lines.append(
+        f"  episodes ended   by termination {ends['termination']}, by timeout {ends['timeout']}, "
+        f"neither {ends['neither']}"
+    )
     r = info["returns"]
     width = max(len("objective"), *(len(o) for o in info["objectives"]))
     lines.append(f"  returns per trajectory ({info['n_obj']} objectives):")
     lines.append(f"    {'objective':<{width}}  {'mean':>10} {'std':>10} {'min':>10} {'max':>10}")
     for i, name in enumerate(info["objectives"]):
-        lines.append(f"    {name:<{width}}  {r['mean'][i]:>10.1f} {r['std'][i]:>10.1f} {r['min'][i]:>10.1f} "
-                     f"{r['max'][i]:>10.1f}")  # fmt: skip
+        lines.append(
+            f"    {name:<{width}}  {r['mean'][i]:>10.1f} {r['std'][i]:>10.1f} {r['min'][i]:>10.1f} {r['max'][i]:>10.1f}"
+        )
     pe = info["preference_entropy"]
     knn = "n/a" if pe["knn"] is None else f"{pe['knn']:.3f}"
-    lines.append(f"  preference entropy (nats)  kNN {knn} (k={pe['knn_k']})   histogram {pe['histogram']:.3f} "
-                 f"({pe['histogram_bins']} bins)   uniform on the simplex: {pe['uniform_simplex']:.3f}")  # fmt: skip
+    lines.append(
+        f"  preference entropy (nats)  kNN {knn} (k={pe['knn_k']})   histogram {pe['histogram']:.3f} "
+        f"({pe['histogram_bins']} bins)   uniform on the simplex: {pe['uniform_simplex']:.3f}"
+    )
     p = info["preferences"]
     lines.append(f"  preference range  min [{_vec(p['min'], '{:.3f}')}]  max [{_vec(p['max'], '{:.3f}')}]")
-    lines.append(f"  data HV          {info['data_hv']:.6g}  (trajectory returns, reference point 0; "
-                 f"{info['data_front_points']} non-dominated of {info['trajectories']})")  # fmt: skip
+    lines.append(
+        f"  data HV          {info['data_hv']:.6g}  (trajectory returns, reference point 0; "
+        f"{info['data_front_points']} non-dominated of {info['trajectories']})"
+    )
     bf = info.get("behavior_front")
     if bf and "error" in bf:
         lines.append(f"  behavior HV (B)  not known: {bf['error']}")

@@ -216,8 +216,9 @@ def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, des
     }
 
 
-def write_evaluation(output: str | os.PathLike, result: dict[str, Any], meta: dict[str, Any],
-                     policy_names: np.ndarray | None = None) -> None:  # fmt: skip
+def write_evaluation(
+    output: str | os.PathLike, result: dict[str, Any], meta: dict[str, Any], policy_names: np.ndarray | None = None
+) -> None:
     """Write per-point rows atomically; the summary and provenance go into the metadata.
 
     With ``policy_names`` (one per row) several policies share the file, told apart by a
@@ -254,10 +255,14 @@ def check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha: s
     trained = agent.training
     differences = []
     if trained.get("env_id") != ds.meta.get("env_id"):
-        differences.append(f"the checkpoint is for env {trained.get('env_id')!r}, the dataset for "
-                           f"{ds.meta.get('env_id')!r}")  # fmt: skip
-    for what, mine, theirs in (("objectives", agent.n_obj, ds.n_obj), ("observation dimensions", agent.obs_dim,
-                               ds.obs_dim), ("action dimensions", agent.act_dim, ds.act_dim)):  # fmt: skip
+        differences.append(
+            f"the checkpoint is for env {trained.get('env_id')!r}, the dataset for {ds.meta.get('env_id')!r}"
+        )
+    for what, mine, theirs in (
+        ("objectives", agent.n_obj, ds.n_obj),
+        ("observation dimensions", agent.obs_dim, ds.obs_dim),
+        ("action dimensions", agent.act_dim, ds.act_dim),
+    ):
         if mine != theirs:
             differences.append(f"the checkpoint has {mine} {what}, the dataset {theirs}")
     if not differences and trained.get("dataset_sha256") != dataset_sha:
@@ -278,8 +283,10 @@ def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndar
             raise InputError(f"{dataset}: not a coverage variant, so a coverage source ({coverage_source}) has no use")
         return None
     if coverage_source is None:
-        raise InputError(f"{dataset}: a {record['coverage']!r} coverage variant; give the complete dataset it was "
-                         f"derived from ({ds_meta.get('coverage_source')}) as the coverage source")  # fmt: skip
+        raise InputError(
+            f"{dataset}: a {record['coverage']!r} coverage variant; give the complete dataset it was "
+            f"derived from ({ds_meta.get('coverage_source')}) as the coverage source"
+        )
     check_derived_from(dataset, coverage_source)
     return record, load_dataset(coverage_source).traj_returns
 
@@ -335,8 +342,17 @@ def evaluate_checkpoint(
             )
         ds = load_reference(reference, ds, dataset)
     coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
-    result = evaluate_agent(env_id, agent, divisions, episodes, seed, coef=coef, progress=progress,
-                            desc=f"evaluate {Path(checkpoint).parent}", workers=workers)  # fmt: skip
+    result = evaluate_agent(
+        env_id,
+        agent,
+        divisions,
+        episodes,
+        seed,
+        coef=coef,
+        progress=progress,
+        desc=f"evaluate {Path(checkpoint).parent}",
+        workers=workers,
+    )
     if coverage is not None:
         record, source_returns = coverage
         result["held_out"] = held_out(result["preferences"], record["bands"])
@@ -412,8 +428,16 @@ def evaluate_behavior(
     }
     tables, summaries = [], {}
     for name, agent in agents.items():
-        res = evaluate_agent(env_id, agent, divisions, episodes, seed, progress=progress,
-                             desc=f"evaluate {env_id} {name}", workers=workers)  # fmt: skip
+        res = evaluate_agent(
+            env_id,
+            agent,
+            divisions,
+            episodes,
+            seed,
+            progress=progress,
+            desc=f"evaluate {env_id} {name}",
+            workers=workers,
+        )
         summaries[name] = res["summary"]
         tables.append(res)
     n = len(tables[0]["preferences"])
@@ -432,8 +456,14 @@ def evaluate_behavior(
     }
     write_evaluation(output, merged, meta, policy_names=np.repeat(list(agents), n))
     ratio = summaries["behavior"]["hv"] / max(summaries["zero"]["hv"], summaries["random"]["hv"], 1e-12)
-    log.info("behavior front of %s: HV %.4g (zero actions %.4g, random actions %.4g; ratio to the better %.2fx)",
-             env_id, summaries["behavior"]["hv"], summaries["zero"]["hv"], summaries["random"]["hv"], ratio)  # fmt: skip
+    log.info(
+        "behavior front of %s: HV %.4g (zero actions %.4g, random actions %.4g; ratio to the better %.2fx)",
+        env_id,
+        summaries["behavior"]["hv"],
+        summaries["zero"]["hv"],
+        summaries["random"]["hv"],
+        ratio,
+    )
     return summaries
 
 
@@ -456,6 +486,9 @@ def read_evaluation(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, 
         arrays["policy"] = np.asarray(table.column("policy").to_pylist())
     bad = np.flatnonzero(~np.all(np.isfinite(arrays["return"]), axis=1))
     if bad.size:
-        raise DataFileError(path, f"column 'return' holds NaN or infinite values ({bad.size} rows, the first row "
-                            f"{int(bad[0])}); the file is damaged")  # fmt: skip
+        raise DataFileError(
+            path,
+            f"column 'return' holds NaN or infinite values ({bad.size} rows, the first row "
+            f"{int(bad[0])}); the file is damaged",
+        )
     return meta, arrays

@@ -120,8 +120,9 @@ class FrontModel:
         return out.numpy().astype(np.float64)
 
 
-def fit_front_model(preferences, returns, steps: int = STEPS, seed: int = SEED,
-                    progress: bool = False, desc: str = "front model") -> FrontModel:  # fmt: skip
+def fit_front_model(
+    preferences, returns, steps: int = STEPS, seed: int = SEED, progress: bool = False, desc: str = "front model"
+) -> FrontModel:
     """Fit MODULI's front model on trajectories (``preferences`` and ``returns``: ``(T, n_obj)`` arrays,
     one row per trajectory, raw), on the points :func:`front_training_mask` keeps.
 
@@ -131,16 +132,20 @@ def fit_front_model(preferences, returns, steps: int = STEPS, seed: int = SEED,
     w = np.asarray(preferences, dtype=np.float64)
     r = np.asarray(returns, dtype=np.float64)
     if w.ndim != 2 or r.ndim != 2 or w.shape != r.shape or w.shape[1] < 2:
-        raise ValueError(f"preferences and returns must be (T, n_obj) arrays of one shape with n_obj >= 2, got "
-                         f"{w.shape} and {r.shape}")  # fmt: skip
+        raise ValueError(
+            f"preferences and returns must be (T, n_obj) arrays of one shape with n_obj >= 2, got "
+            f"{w.shape} and {r.shape}"
+        )
     if not (np.all(np.isfinite(w)) and np.all(np.isfinite(r))):
         raise ValueError("preferences and returns must be finite")
     if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
         raise ValueError(f"steps must be an integer of at least 1, got {steps!r}")
     keep = front_training_mask(r)
     if not keep.any():
-        raise ValueError(f"no trajectory has a return with no negative coordinate that no other return dominates "
-                         f"(of {len(r)}); the front model has nothing to fit")  # fmt: skip
+        raise ValueError(
+            f"no trajectory has a return with no negative coordinate that no other return dominates "
+            f"(of {len(r)}); the front model has nothing to fit"
+        )
     n_obj = w.shape[1]
     x = torch.from_numpy(w[keep].astype(np.float32))
     y = torch.from_numpy(r[keep].astype(np.float32))
@@ -217,8 +222,10 @@ def load_front_model(path: os.PathLike | str) -> FrontModel:
         kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
         raise DataFileError(path, f"not a morl front model (kind {kind!r}, expected {KIND!r})")
     if obj.get("format_version") != FORMAT_VERSION:
-        raise DataFileError(path, f"front model format version {obj.get('format_version')!r} is not supported "
-                            f"(expected {FORMAT_VERSION})")  # fmt: skip
+        raise DataFileError(
+            path,
+            f"front model format version {obj.get('format_version')!r} is not supported (expected {FORMAT_VERSION})",
+        )
     missing = [k for k in ("n_obj", "info", "meta", "points_preference", "points_return", "state_dict") if k not in obj]
     if missing:
         raise DataFileError(path, f"front model lacks key(s) {', '.join(missing)}")
@@ -248,8 +255,9 @@ def load_front_model(path: os.PathLike | str) -> FrontModel:
     return FrontModel(network, n_obj, *points, info)
 
 
-def fit_front_model_file(dataset: os.PathLike | str, output: os.PathLike | str, steps: int = STEPS,
-                         seed: int = SEED, progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def fit_front_model_file(
+    dataset: os.PathLike | str, output: os.PathLike | str, steps: int = STEPS, seed: int = SEED, progress: bool = True
+) -> dict[str, Any]:
     """Fit the front model of a complete dataset file and write it to ``output``; return its info.
 
     A shattered or narrow coverage variant is refused: the front model of MODULI's RD comes from
@@ -261,19 +269,34 @@ def fit_front_model_file(dataset: os.PathLike | str, output: os.PathLike | str, 
     ds = load_dataset(dataset)
     record = coverage_record(ds.meta, dataset)
     if record is not None and record["coverage"] != "complete":
-        raise InputError(f"{dataset}: a {record['coverage']!r} coverage variant; fit the front model on the complete "
-                         f"dataset it was derived from ({ds.meta.get('coverage_source')})")  # fmt: skip
+        raise InputError(
+            f"{dataset}: a {record['coverage']!r} coverage variant; fit the front model on the complete "
+            f"dataset it was derived from ({ds.meta.get('coverage_source')})"
+        )
     if not front_training_mask(ds.traj_returns).any():
         n_obj = ds.n_obj
-        why = (f"none of its {ds.n_trajectories} trajectories has a return with no negative objective that no "
-               "other return dominates, so MODULI's front model has nothing to fit and its RD is undefined")  # fmt: skip
+        why = (
+            f"none of its {ds.n_trajectories} trajectories has a return with no negative objective that no "
+            "other return dominates, so MODULI's front model has nothing to fit and its RD is undefined"
+        )
         log.warning("%s: %s", dataset, why)
-        info = {"steps": int(steps), "seed": int(seed), "n_trajectories": ds.n_trajectories, "n_points": 0,
-                "unfitted": why}  # fmt: skip
+        info = {
+            "steps": int(steps),
+            "seed": int(seed),
+            "n_trajectories": ds.n_trajectories,
+            "n_points": 0,
+            "unfitted": why,
+        }
         model = FrontModel(None, n_obj, np.empty((0, n_obj)), np.empty((0, n_obj)), info)
     else:
-        model = fit_front_model(ds.traj_preferences, ds.traj_returns, steps=steps, seed=seed, progress=progress,
-                                desc=f"front model {dataset}")  # fmt: skip
+        model = fit_front_model(
+            ds.traj_preferences,
+            ds.traj_returns,
+            steps=steps,
+            seed=seed,
+            progress=progress,
+            desc=f"front model {dataset}",
+        )
     meta = {
         "source": str(dataset),
         "source_sha256": file_sha256(dataset),

@@ -16,14 +16,32 @@ from __future__ import annotations
 from morl.families import display_names
 
 #: Divide a raw HV / SP by these to get the paper's units.
-HV_UNITS = {"MO-Ant-v2": 1e6, "MO-HalfCheetah-v2": 1e6, "MO-Walker2d-v2": 1e6, "MO-Hopper-v2": 1e7,
-            "MO-Hopper-v3": 1e10, "MO-Swimmer-v2": 1e4}  # fmt: skip
-SP_UNITS = {"MO-Ant-v2": 1e4, "MO-HalfCheetah-v2": 1e4, "MO-Walker2d-v2": 1e4, "MO-Hopper-v2": 1e5,
-            "MO-Hopper-v3": 1e5, "MO-Swimmer-v2": 1.0}  # fmt: skip
+HV_UNITS = {
+    "MO-Ant-v2": 1e6,
+    "MO-HalfCheetah-v2": 1e6,
+    "MO-Walker2d-v2": 1e6,
+    "MO-Hopper-v2": 1e7,
+    "MO-Hopper-v3": 1e10,
+    "MO-Swimmer-v2": 1e4,
+}
+SP_UNITS = {
+    "MO-Ant-v2": 1e4,
+    "MO-HalfCheetah-v2": 1e4,
+    "MO-Walker2d-v2": 1e4,
+    "MO-Hopper-v2": 1e5,
+    "MO-Hopper-v3": 1e5,
+    "MO-Swimmer-v2": 1.0,
+}
 
 # The paper's short env names -> our env ids.
-_ENV_IDS = {"Ant": "MO-Ant-v2", "HalfCheetah": "MO-HalfCheetah-v2", "Hopper-v2": "MO-Hopper-v2",
-            "Hopper-v3": "MO-Hopper-v3", "Swimmer": "MO-Swimmer-v2", "Walker2d": "MO-Walker2d-v2"}  # fmt: skip
+_ENV_IDS = {
+    "Ant": "MO-Ant-v2",
+    "HalfCheetah": "MO-HalfCheetah-v2",
+    "Hopper-v2": "MO-Hopper-v2",
+    "Hopper-v3": "MO-Hopper-v3",
+    "Swimmer": "MO-Swimmer-v2",
+    "Walker2d": "MO-Walker2d-v2",
+}
 _MODELS = {display: name for name, display in display_names().items()}
 
 # The paper's HV (High-H), mean +- std over seeds, paper units.

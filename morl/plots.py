@@ -45,7 +45,8 @@ def save_figure(fig, stem: str | os.PathLike, dpi: int = 110) -> tuple[Path, Pat
     png, pdf = stem.with_suffix(".png"), stem.with_suffix(".pdf")
     try:
         atomic_write(png, lambda tmp: fig.savefig(tmp, dpi=dpi, format="png"))
-        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf"))
+        # no creation date: the same figure gives the same bytes, whenever and from whichever files it is drawn
+        atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
     finally:
         _pyplot().close(fig)
     return png, pdf
@@ -62,8 +63,12 @@ def _objective_pairs(n_obj: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(n_obj) for j in range(i + 1, n_obj)]
 
 
-def pareto_figure(title: str, model_points: Mapping[str, Sequence[np.ndarray]], behavior: np.ndarray | None,
-                  objectives: Sequence[str] | None = None):  # fmt: skip
+def pareto_figure(
+    title: str,
+    model_points: Mapping[str, Sequence[np.ndarray]],
+    behavior: np.ndarray | None,
+    objectives: Sequence[str] | None = None,
+):
     """Scatter of every model's achieved returns (all seeds; faint), its non-dominated points
     (over all its seeds; large, outlined, joined for two objectives) and B's front (black).
 
@@ -86,11 +91,22 @@ def pareto_figure(title: str, model_points: Mapping[str, Sequence[np.ndarray]], 
             ax.scatter(pts[:, i], pts[:, j], s=7, alpha=0.25, color=color, linewidths=0)
             style = dict(color=color, label=f"{display_name(name)} ({len(front)} non-dominated)")
             if name == "B":
-                ax.plot(front[:, i], front[:, j], "-" if n_obj == 2 else "", marker="s", ms=4, lw=1.6, zorder=3,
-                        **style)  # fmt: skip
+                ax.plot(
+                    front[:, i], front[:, j], "-" if n_obj == 2 else "", marker="s", ms=4, lw=1.6, zorder=3, **style
+                )
             else:
-                ax.plot(front[:, i], front[:, j], "-" if n_obj == 2 else "", marker="o", ms=6, lw=1.0, mec="black",
-                        mew=0.6, zorder=4, **style)  # fmt: skip
+                ax.plot(
+                    front[:, i],
+                    front[:, j],
+                    "-" if n_obj == 2 else "",
+                    marker="o",
+                    ms=6,
+                    lw=1.0,
+                    mec="black",
+                    mew=0.6,
+                    zorder=4,
+                    **style,
+                )
         ax.set_xlabel(f"return: {names[i]}")
         ax.set_ylabel(f"return: {names[j]}")
         ax.grid(alpha=0.3)
@@ -108,8 +124,11 @@ def return_ratio(returns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return returns[ok] / total[ok, None], ok
 
 
-def preference_figure(title: str, model_runs: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray]]],
-                      objectives: Sequence[str] | None = None):  # fmt: skip
+def preference_figure(
+    title: str,
+    model_runs: Mapping[str, Sequence[tuple[np.ndarray, np.ndarray]]],
+    objectives: Sequence[str] | None = None,
+):
     """One panel per model: for each objective k, the target preference w_k (x) against the
     achieved return ratio R_k / sum(R) (y), all seeds pooled, with the diagonal y = x.
 
@@ -135,12 +154,21 @@ def preference_figure(title: str, model_runs: Mapping[str, Sequence[tuple[np.nda
         ax.plot([0, 1], [0, 1], "--", color="gray", lw=1, label="_diagonal")
         # with two objectives the second point is the first mirrored through (0.5, 0.5): show one
         for k in range(1 if n_obj == 2 else n_obj):
-            ax.scatter(w[:, k], ratio[:, k], s=10, alpha=0.6, color=OBJECTIVE_COLORS[k % len(OBJECTIVE_COLORS)],
-                       linewidths=0, label=names[k])  # fmt: skip
+            ax.scatter(
+                w[:, k],
+                ratio[:, k],
+                s=10,
+                alpha=0.6,
+                color=OBJECTIVE_COLORS[k % len(OBJECTIVE_COLORS)],
+                linewidths=0,
+                label=names[k],
+            )
         deviation = float(np.mean(np.linalg.norm(ratio - w, axis=1))) if len(w) else float("nan")
         dropped = int((~ok).sum())
-        ax.set_title(f"{display_name(model)}  ratio dev. {deviation:.3f}"
-                     + (f"  ({dropped} pts w/o ratio)" if dropped else ""), fontsize=9)  # fmt: skip
+        ax.set_title(
+            f"{display_name(model)}  ratio dev. {deviation:.3f}" + (f"  ({dropped} pts w/o ratio)" if dropped else ""),
+            fontsize=9,
+        )
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.set_aspect("equal")
@@ -170,8 +198,9 @@ def hv_bars_figure(title: str, stats: pl.DataFrame, unit_label: str):
     columns = ["B", *model_order(present - {"B"})] if "B" in present else model_order(present)
     cell = {(r["quality"], r["entropy"], r["model"]): r for r in stats.iter_rows(named=True)}
     panel_width = 1.0 + 0.32 * len(columns) * len(entropies)
-    fig, axes = plt.subplots(1, len(qualities), figsize=(2.2 + panel_width * len(qualities), 4.0), squeeze=False,
-                             sharey=True)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, len(qualities), figsize=(2.2 + panel_width * len(qualities), 4.0), squeeze=False, sharey=True
+    )
     width = 0.8 / max(1, len(columns))
     x = np.arange(len(entropies))
     handles = {}
@@ -180,10 +209,20 @@ def hv_bars_figure(title: str, stats: pl.DataFrame, unit_label: str):
             rows = [cell.get((q, h, m)) for h in entropies]
             heights = [r["mean"] if r else np.nan for r in rows]
             errs = [r["std"] if r and r["n"] > 1 else 0.0 for r in rows]
-            bars = ax.bar(x - 0.4 + width * (k + 0.5), heights, width, yerr=errs, capsize=2,
-                          color=colors().get(m, "gray"), alpha=0.55 if m == "B" else 0.9,
-                          hatch="//" if m == "B" else None, edgecolor="black", linewidth=0.4,
-                          error_kw={"elinewidth": 0.8}, label=display_name(m))  # fmt: skip
+            bars = ax.bar(
+                x - 0.4 + width * (k + 0.5),
+                heights,
+                width,
+                yerr=errs,
+                capsize=2,
+                color=colors().get(m, "gray"),
+                alpha=0.55 if m == "B" else 0.9,
+                hatch="//" if m == "B" else None,
+                edgecolor="black",
+                linewidth=0.4,
+                error_kw={"elinewidth": 0.8},
+                label=display_name(m),
+            )
             handles.setdefault(m, bars)
         ax.set_xticks(x, [f"{h}-H" for h in entropies])
         ax.set_title(f"{q} data", fontsize=10)
@@ -216,8 +255,13 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
         )
         step = agg["step"].to_numpy()
         color = colors().get(m, "gray")
-        ax.plot(step, agg["mean"].to_numpy(), color=color, lw=1.4,
-                label=f"{display_name(m)} ({len(runs)} seed{'s' if len(runs) > 1 else ''})")  # fmt: skip
+        ax.plot(
+            step,
+            agg["mean"].to_numpy(),
+            color=color,
+            lw=1.4,
+            label=f"{display_name(m)} ({len(runs)} seed{'s' if len(runs) > 1 else ''})",
+        )
         if len(runs) > 1:
             ax.fill_between(step, agg["lo"].to_numpy(), agg["hi"].to_numpy(), color=color, alpha=0.2, lw=0)
     ax.set_yscale("log")
@@ -238,8 +282,9 @@ def _interval_rows(ax, frame: pl.DataFrame, xlabel: str) -> None:
     row = {r["model"]: r for r in frame.iter_rows(named=True)}
     for k, m in enumerate(reversed(models)):
         r = row[m]
-        ax.plot([r["ci_low"], r["ci_high"]], [k, k], color=colors().get(m, "gray"), lw=6, alpha=0.5,
-                solid_capstyle="butt")  # fmt: skip
+        ax.plot(
+            [r["ci_low"], r["ci_high"]], [k, k], color=colors().get(m, "gray"), lw=6, alpha=0.5, solid_capstyle="butt"
+        )
         ax.plot([r["iqm"]], [k], "|", color="black", ms=14, mew=2)
     ax.set_yticks(range(len(models)), [display_name(m) for m in reversed(models)])
     ax.axvline(1.0, color="gray", ls="--", lw=1)
@@ -266,8 +311,9 @@ def generalisation_figure(frame: pl.DataFrame):
     plt = _pyplot()
     kinds = list(dict.fromkeys(frame["coverage"].to_list()))
     models = model_order(frame["model"].unique().to_list())
-    fig, axes = plt.subplots(1, len(kinds), figsize=(4.2 * len(kinds), 1.2 + 0.55 * len(models)), sharey=True,
-                             squeeze=False)  # fmt: skip
+    fig, axes = plt.subplots(
+        1, len(kinds), figsize=(4.2 * len(kinds), 1.2 + 0.55 * len(models)), sharey=True, squeeze=False
+    )
     for ax, kind in zip(axes[0], kinds, strict=True):
         part = frame.filter(pl.col("coverage") == kind)
         for k, m in enumerate(reversed(models)):
@@ -275,8 +321,14 @@ def generalisation_figure(frame: pl.DataFrame):
                 r = part.filter((pl.col("model") == m) & (pl.col("data") == data))
                 if not len(r):
                     continue
-                ax.plot([r["ci_low"][0], r["ci_high"][0]], [k + dy, k + dy], color=color, lw=5, alpha=0.6,
-                        solid_capstyle="butt")  # fmt: skip
+                ax.plot(
+                    [r["ci_low"][0], r["ci_high"][0]],
+                    [k + dy, k + dy],
+                    color=color,
+                    lw=5,
+                    alpha=0.6,
+                    solid_capstyle="butt",
+                )
                 ax.plot([r["iqm"][0]], [k + dy], "|", color="black", ms=10, mew=2)
         ax.set_yticks(range(len(models)), [display_name(m) for m in reversed(models)])
         ax.set_xlabel("held-out HV / B (gray: complete data; color: variant)")

@@ -29,9 +29,16 @@ class Progress:
         self._n0 = self.n
         self._postfix: dict = {}
         self.bar = tqdm(
-            total=self.total, initial=self.n, desc=desc, unit=unit, unit_scale=self.total >= 10_000,
-            mininterval=2.0, file=sys.stderr, disable=not enabled, dynamic_ncols=True,
-        )  # fmt: skip
+            total=self.total,
+            initial=self.n,
+            desc=desc,
+            unit=unit,
+            unit_scale=self.total >= 10_000,
+            mininterval=2.0,
+            file=sys.stderr,
+            disable=not enabled,
+            dynamic_ncols=True,
+        )
 
     def _milestone_after(self, n: int) -> int:
         tenth = max(1, self.total // 10)
@@ -47,8 +54,15 @@ class Progress:
             self._next_log = self._milestone_after(self.n)
             rate = (self.n - self._n0) / max(time.perf_counter() - self._t0, 1e-9)
             extra = " ".join(f"{k}={v}" for k, v in self._postfix.items())
-            log.info("%s: %d/%d (%.0f%%) %.1f/s %s", self.desc, self.n, self.total,
-                     100.0 * self.n / max(self.total, 1), rate, extra)  # fmt: skip
+            log.info(
+                "%s: %d/%d (%.0f%%) %.1f/s %s",
+                self.desc,
+                self.n,
+                self.total,
+                100.0 * self.n / max(self.total, 1),
+                rate,
+                extra,
+            )
 
     def advance_to(self, n: int) -> None:
         """Move the bar forward to ``n`` units done (e.g. when work ends earlier than budgeted)."""

@@ -78,8 +78,15 @@ def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
     return ss.generate_state(episodes * n_points, dtype=np.uint32).reshape(episodes, n_points).astype(np.int64)
 
 
-def rollout(env_id: str, agent: Controller, preferences: np.ndarray, targets: np.ndarray, seeds: np.ndarray,
-            progress: Progress | None = None, workers: int = 1):  # fmt: skip
+def rollout(
+    env_id: str,
+    agent: Controller,
+    preferences: np.ndarray,
+    targets: np.ndarray,
+    seeds: np.ndarray,
+    progress: Progress | None = None,
+    workers: int = 1,
+):
     """Run one episode per row of ``preferences`` in lockstep (physics on ``workers`` cores);
     return (returns (B, n_obj), lengths (B,))."""
     B = len(preferences)
@@ -97,8 +104,14 @@ def rollout(env_id: str, agent: Controller, preferences: np.ndarray, targets: np
         return returns, env.lengths
 
 
-def rollout_sequential(env_id: str, agent: Controller, preferences: np.ndarray, targets: np.ndarray,
-                       seeds: np.ndarray, progress: Progress | None = None):  # fmt: skip
+def rollout_sequential(
+    env_id: str,
+    agent: Controller,
+    preferences: np.ndarray,
+    targets: np.ndarray,
+    seeds: np.ndarray,
+    progress: Progress | None = None,
+):
     """The reference for :func:`rollout`: one episode per row, one after another, in the style of
     the original D4MORL/PEDA evaluation loop (one ``MOMujocoEnv``, one policy call with batch
     size 1 per step, stop at ``terminated or truncated``). Same return value as :func:`rollout`."""

@@ -61,13 +61,17 @@ def check_shipped_policy(env_id: str, directory: str | os.PathLike | None = None
         raise InputError(f"{path}: not listed in {path.parent / CHECKSUMS}, so it cannot be verified")
     actual = file_sha256(path)
     if actual != expected:
-        raise InputError(f"{path}: sha256 {actual[:12]} differs from the {expected[:12]} listed in "
-                         f"{path.parent / CHECKSUMS}; the file was changed or damaged")  # fmt: skip
+        raise InputError(
+            f"{path}: sha256 {actual[:12]} differs from the {expected[:12]} listed in "
+            f"{path.parent / CHECKSUMS}; the file was changed or damaged"
+        )
     policy = load_behavior(path, expect_env=env_id)
     spec = get_spec(env_id)
     have = (policy.obs_dim, policy.act_dim, policy.n_obj)
     want = (spec.obs_dim, spec.act_dim, spec.n_obj)
     if have != want:
-        raise InputError(f"{path}: the policy takes {have[0]} observations and {have[2]} objectives and gives "
-                         f"{have[1]} actions, but {env_id} has {want[0]}, {want[2]} and {want[1]}")  # fmt: skip
+        raise InputError(
+            f"{path}: the policy takes {have[0]} observations and {have[2]} objectives and gives "
+            f"{have[1]} actions, but {env_id} has {want[0]}, {want[2]} and {want[1]}"
+        )
     return path

@@ -113,8 +113,12 @@ def sort_datasets(datasets: Iterable[Dataset]) -> list[Dataset]:
     def key(d):
         env, q, h = d
         level, _, coverage = h.partition("-")
-        return (env, QUALITIES.index(q) if q in QUALITIES else 9,
-                ENTROPY_LEVELS.index(level) if level in ENTROPY_LEVELS else 9, coverage)  # fmt: skip
+        return (
+            env,
+            QUALITIES.index(q) if q in QUALITIES else 9,
+            ENTROPY_LEVELS.index(level) if level in ENTROPY_LEVELS else 9,
+            coverage,
+        )
 
     return sorted(set(datasets), key=key)
 
@@ -144,13 +148,22 @@ def latex_escape(text: str) -> str:
 # HV / SP tables
 # ---------------------------------------------------------------------------------------------
 
-LONG_SCHEMA = {"metric": pl.String, "env": pl.String, "quality": pl.String, "entropy": pl.String,
-               "model": pl.String, "seed": pl.Int64, "value": pl.Float64, "unit": pl.Float64,
-               "value_in_units": pl.Float64}  # fmt: skip
+LONG_SCHEMA = {
+    "metric": pl.String,
+    "env": pl.String,
+    "quality": pl.String,
+    "entropy": pl.String,
+    "model": pl.String,
+    "seed": pl.Int64,
+    "value": pl.Float64,
+    "unit": pl.Float64,
+    "value_in_units": pl.Float64,
+}
 
 
-def metric_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], metric: Metric,
-                models: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+def metric_long(
+    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], metric: Metric, models: Sequence[str]
+) -> pl.DataFrame:
     """One row per table cell and seed: metric, env, quality, entropy, model, seed, value (raw), unit,
     value_in_units. B (the behavior policy, one evaluation per env) has a null seed and appears in
     every dataset row of its env. Cells without evaluations have no rows."""
@@ -221,8 +234,14 @@ def _format_stat(stat: dict | None, expected_seeds: int | None) -> tuple[str, st
     return text, tex
 
 
-def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], metric: Metric,
-                 models: Sequence[str] | None = None, expected_seeds: int | None = None) -> Table:  # fmt: skip
+def metric_table(
+    metrics: pl.DataFrame,
+    baselines: pl.DataFrame,
+    datasets: Sequence[Dataset],
+    metric: Metric,
+    models: Sequence[str] | None = None,
+    expected_seeds: int | None = None,
+) -> Table:
     """HV or SP in the paper's layout (rows env x dataset; columns B, MODT(P), ..., BC)."""
     models = ordered_models(models, metrics)
     datasets = list(datasets)
@@ -240,8 +259,11 @@ def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Seque
             any_missing |= st is None
             any_partial |= PARTIAL_MARK in text
         # best model of the row: compare the means as displayed, so ties are bolded alike
-        shown = {m: float(fmt_number(stats[(env, quality, entropy, m)]["mean"])[0]) for m in models
-                 if (env, quality, entropy, m) in stats}  # fmt: skip
+        shown = {
+            m: float(fmt_number(stats[(env, quality, entropy, m)]["mean"])[0])
+            for m in models
+            if (env, quality, entropy, m) in stats
+        }
         if shown:
             best = max(shown.values()) if metric.higher_is_better else min(shown.values())
             for m, v in shown.items():
@@ -257,11 +279,14 @@ def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Seque
         "B is not ranked).",
     ]
     if not metric.higher_is_better and metric.key == "sp":
-        notes.append("SP alone misleads: a front that collapsed to one or two points scores 0 or near it; read it "
-                     "beside HV and the cardinality in the per-cell statistics.")  # fmt: skip
+        notes.append(
+            "SP alone misleads: a front that collapsed to one or two points scores 0 or near it; read it "
+            "beside HV and the cardinality in the per-cell statistics."
+        )
     if any_partial:
-        notes.append(f"{PARTIAL_MARK} : fewer seeds evaluated than configured ({expected_seeds}); mean over the seeds "
-                     "found.")  # fmt: skip
+        notes.append(
+            f"{PARTIAL_MARK} : fewer seeds evaluated than configured ({expected_seeds}); mean over the seeds found."
+        )
     if any_missing:
         notes.append(f"{MISSING} : not evaluated yet (no evaluation file for this cell).")
     return Table(metric.title, header, rows, notes)
@@ -272,8 +297,9 @@ def metric_table(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Seque
 # ---------------------------------------------------------------------------------------------
 
 
-def comparison_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
-                    models: Sequence[str] | None = None) -> pl.DataFrame:  # fmt: skip
+def comparison_long(
+    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str] | None = None
+) -> pl.DataFrame:
     """Per env, dataset and model: our mean HV and B (paper units), our HV / B, and the paper's."""
     models = ordered_models(models, metrics)
     stats = cell_stats(metric_long(metrics, baselines, list(datasets), HV, models))
@@ -283,17 +309,34 @@ def comparison_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Se
         for m in models:
             st = stats.get((env, quality, entropy, m))
             ours = st["mean"] / b["mean"] if st is not None and b is not None and b["mean"] > 0 else None
-            rows.append({
-                "env": env, "quality": quality, "entropy": entropy, "model": m,
-                "n_seeds": st["n"] if st else 0,
-                "our_hv": st["mean"] if st else None, "our_b_hv": b["mean"] if b else None, "our_fraction": ours,
-                "paper_hv": published_hv(env, quality, entropy, m),
-                "paper_b_hv": published_hv(env, quality, entropy, "B"),
-                "paper_fraction": published_fraction(env, quality, entropy, m),
-            })  # fmt: skip
-    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "n_seeds": pl.Int64,
-              "our_hv": pl.Float64, "our_b_hv": pl.Float64, "our_fraction": pl.Float64, "paper_hv": pl.Float64,
-              "paper_b_hv": pl.Float64, "paper_fraction": pl.Float64}  # fmt: skip
+            rows.append(
+                {
+                    "env": env,
+                    "quality": quality,
+                    "entropy": entropy,
+                    "model": m,
+                    "n_seeds": st["n"] if st else 0,
+                    "our_hv": st["mean"] if st else None,
+                    "our_b_hv": b["mean"] if b else None,
+                    "our_fraction": ours,
+                    "paper_hv": published_hv(env, quality, entropy, m),
+                    "paper_b_hv": published_hv(env, quality, entropy, "B"),
+                    "paper_fraction": published_fraction(env, quality, entropy, m),
+                }
+            )
+    schema = {
+        "env": pl.String,
+        "quality": pl.String,
+        "entropy": pl.String,
+        "model": pl.String,
+        "n_seeds": pl.Int64,
+        "our_hv": pl.Float64,
+        "our_b_hv": pl.Float64,
+        "our_fraction": pl.Float64,
+        "paper_hv": pl.Float64,
+        "paper_b_hv": pl.Float64,
+        "paper_fraction": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -310,9 +353,13 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
     """Wide form of :func:`comparison_long`: one cell "ours / paper" per model, and how well the
     orderings of the models agree (Kendall's tau over the models both sides have)."""
     models = model_order(models)
-    header = [Cell("env"), Cell("dataset"), Cell("B HV ours (unit)"),
-              *[Cell(f"{display_name(m)} ours / paper") for m in models],
-              Cell("rank agreement τ", "rank agreement $\\tau$")]  # fmt: skip
+    header = [
+        Cell("env"),
+        Cell("dataset"),
+        Cell("B HV ours (unit)"),
+        *[Cell(f"{display_name(m)} ours / paper") for m in models],
+        Cell("rank agreement τ", "rank agreement $\\tau$"),
+    ]
     by_key = {(r["env"], r["quality"], r["entropy"], r["model"]): r for r in long.iter_rows(named=True)}
     rows, any_missing, any_unpublished = [], False, False
 
@@ -322,9 +369,14 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
     for env, quality, entropy in datasets:
         b = next((by_key[(env, quality, entropy, m)]["our_b_hv"] for m in models), None)
         unit = HV_UNITS.get(env, 1.0)
-        row = [Cell(env), Cell(dataset_label(quality, entropy)),
-               Cell(MISSING if b is None else f"{fmt_number(b)[0]} (×{unit_label(unit)})",
-                    "---" if b is None else f"{fmt_number(b)[1]} ({unit_latex(unit)})")]  # fmt: skip
+        row = [
+            Cell(env),
+            Cell(dataset_label(quality, entropy)),
+            Cell(
+                MISSING if b is None else f"{fmt_number(b)[0]} (×{unit_label(unit)})",
+                "---" if b is None else f"{fmt_number(b)[1]} ({unit_latex(unit)})",
+            ),
+        ]
         ours_v, paper_v = [], []
         for m in models:
             r = by_key[(env, quality, entropy, m)]
@@ -345,8 +397,10 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         "(+1 same order, −1 reversed), over the models both sides have.",
     ]
     if any_unpublished:
-        notes.append(f"{MISSING} after the slash: the paper publishes no number for this cell (it reports High-H "
-                     f"({PUBLISHED_ENTROPY}-entropy) datasets only).")  # fmt: skip
+        notes.append(
+            f"{MISSING} after the slash: the paper publishes no number for this cell (it reports High-H "
+            f"({PUBLISHED_ENTROPY}-entropy) datasets only)."
+        )
     if any_missing:
         notes.append(
             f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B front with a "
@@ -441,8 +495,9 @@ HTML_STYLE = """
 """
 
 
-def html_document(tables: Sequence[str], figures: Sequence[tuple[str, str | bytes]] = (),
-                  title: str = "Results") -> str:  # fmt: skip
+def html_document(
+    tables: Sequence[str], figures: Sequence[tuple[str, str | bytes]] = (), title: str = "Results"
+) -> str:
     """A self-contained HTML page: the given table HTML, then the figures, each (caption, PNG path
     or bytes) embedded as a data URI, so the page needs no other file."""
     import base64
@@ -452,8 +507,10 @@ def html_document(tables: Sequence[str], figures: Sequence[tuple[str, str | byte
     for caption, png in figures:
         data = png if isinstance(png, bytes) else Path(png).read_bytes()
         uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        parts.append(f'<figure><img src="{uri}" alt="{html.escape(caption)}">'
-                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")  # fmt: skip
+        parts.append(
+            f'<figure><img src="{uri}" alt="{html.escape(caption)}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
     body = "\n".join(parts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -472,8 +529,14 @@ CONFIDENCE, REPS, STATS_SEED = 0.95, 2000, 0
 
 #: The units RD is shown in, per env: MODULI's (``scale_wr`` of its table script), 1e3 and 1e2 for
 #: Swimmer; other envs in raw returns. One unit per env, so every variant of a dataset reads alike.
-RD_UNITS = {"MO-Ant-v2": 1e3, "MO-HalfCheetah-v2": 1e3, "MO-Hopper-v2": 1e3, "MO-Hopper-v3": 1e3,
-            "MO-Walker2d-v2": 1e3, "MO-Swimmer-v2": 1e2}  # fmt: skip
+RD_UNITS = {
+    "MO-Ant-v2": 1e3,
+    "MO-HalfCheetah-v2": 1e3,
+    "MO-Hopper-v2": 1e3,
+    "MO-Hopper-v3": 1e3,
+    "MO-Walker2d-v2": 1e3,
+    "MO-Swimmer-v2": 1e2,
+}
 #: MODULI's gradient steps for the front model of RD.
 MODULI_FRONT_MODEL_STEPS = 100_000
 
@@ -490,8 +553,9 @@ def _mean_std(values: np.ndarray) -> tuple[float | None, float | None]:
     return (float(values.mean()), float(values.std())) if len(values) else (None, None)
 
 
-def interval_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
-                  models: Sequence[str]) -> pl.DataFrame:  # fmt: skip
+def interval_long(
+    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]
+) -> pl.DataFrame:
     """Per env, dataset and model: HV mean, std and 95% bootstrap interval over seeds (paper units),
     HV / B, the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`), MODULI's
     ratio deviation (mean and std over seeds), and for a coverage variant the held-out HV with its
@@ -505,8 +569,12 @@ def interval_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequ
     for env, quality, entropy in datasets:
         unit = HV_UNITS.get(env, 1.0)
         for m in models:
-            runs = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality)
-                                  & (pl.col("entropy") == entropy) & (pl.col("model") == m)).sort("seed")  # fmt: skip
+            runs = metrics.filter(
+                (pl.col("env") == env)
+                & (pl.col("quality") == quality)
+                & (pl.col("entropy") == entropy)
+                & (pl.col("model") == m)
+            ).sort("seed")
             if not len(runs):
                 continue
             hv = runs["hv"].to_numpy() / unit
@@ -516,27 +584,60 @@ def interval_long(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequ
             held_ci = cell_interval(held, CONFIDENCE, REPS, STATS_SEED) if len(held) else (None, None)
             ratio, rd, fd = (_finite(runs, k) for k in ("ratio_dev", "rd_held_out", "front_distance_held_out"))
             steps = sorted(set(runs["rd_front_model_steps"].drop_nulls().to_list())) if len(rd) else []
-            rows.append({
-                "env": env, "quality": quality, "entropy": entropy, "model": m, "n_seeds": len(runs),
-                "hv_mean": float(hv.mean()), "hv_std": float(hv.std()), "hv_ci_low": low, "hv_ci_high": high,
-                "unit": unit, "hv_over_b": float(hv.mean() * unit / b_hv) if b_hv else None,
-                "eum": runs["eum"].mean(), "igd": runs["igd"].mean(), "cardinality": runs["cardinality"].mean(),
-                **dict(zip(("ratio_dev_mean", "ratio_dev_std"), _mean_std(ratio), strict=True)),
-                "hv_held_out_mean": float(np.mean(held)) if len(held) else None,
-                "hv_held_out_ci_low": held_ci[0], "hv_held_out_ci_high": held_ci[1],
-                **dict(zip(("rd_held_out_mean", "rd_held_out_std"), _mean_std(rd), strict=True)),
-                "rd_n_seeds": len(rd), "rd_unit": RD_UNITS.get(env, 1.0),
-                "rd_front_model_steps": steps[0] if len(steps) == 1 else None,
-                "front_distance_held_out": float(fd.mean()) if len(fd) else None,
-            })  # fmt: skip
-    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "n_seeds": pl.Int64,
-              "hv_mean": pl.Float64, "hv_std": pl.Float64, "hv_ci_low": pl.Float64, "hv_ci_high": pl.Float64,
-              "unit": pl.Float64, "hv_over_b": pl.Float64, "eum": pl.Float64, "igd": pl.Float64,
-              "cardinality": pl.Float64, "ratio_dev_mean": pl.Float64, "ratio_dev_std": pl.Float64,
-              "hv_held_out_mean": pl.Float64, "hv_held_out_ci_low": pl.Float64, "hv_held_out_ci_high": pl.Float64,
-              "rd_held_out_mean": pl.Float64, "rd_held_out_std": pl.Float64, "rd_n_seeds": pl.Int64,
-              "rd_unit": pl.Float64, "rd_front_model_steps": pl.Int64,
-              "front_distance_held_out": pl.Float64}  # fmt: skip
+            rows.append(
+                {
+                    "env": env,
+                    "quality": quality,
+                    "entropy": entropy,
+                    "model": m,
+                    "n_seeds": len(runs),
+                    "hv_mean": float(hv.mean()),
+                    "hv_std": float(hv.std()),
+                    "hv_ci_low": low,
+                    "hv_ci_high": high,
+                    "unit": unit,
+                    "hv_over_b": float(hv.mean() * unit / b_hv) if b_hv else None,
+                    "eum": runs["eum"].mean(),
+                    "igd": runs["igd"].mean(),
+                    "cardinality": runs["cardinality"].mean(),
+                    **dict(zip(("ratio_dev_mean", "ratio_dev_std"), _mean_std(ratio), strict=True)),
+                    "hv_held_out_mean": float(np.mean(held)) if len(held) else None,
+                    "hv_held_out_ci_low": held_ci[0],
+                    "hv_held_out_ci_high": held_ci[1],
+                    **dict(zip(("rd_held_out_mean", "rd_held_out_std"), _mean_std(rd), strict=True)),
+                    "rd_n_seeds": len(rd),
+                    "rd_unit": RD_UNITS.get(env, 1.0),
+                    "rd_front_model_steps": steps[0] if len(steps) == 1 else None,
+                    "front_distance_held_out": float(fd.mean()) if len(fd) else None,
+                }
+            )
+    schema = {
+        "env": pl.String,
+        "quality": pl.String,
+        "entropy": pl.String,
+        "model": pl.String,
+        "n_seeds": pl.Int64,
+        "hv_mean": pl.Float64,
+        "hv_std": pl.Float64,
+        "hv_ci_low": pl.Float64,
+        "hv_ci_high": pl.Float64,
+        "unit": pl.Float64,
+        "hv_over_b": pl.Float64,
+        "eum": pl.Float64,
+        "igd": pl.Float64,
+        "cardinality": pl.Float64,
+        "ratio_dev_mean": pl.Float64,
+        "ratio_dev_std": pl.Float64,
+        "hv_held_out_mean": pl.Float64,
+        "hv_held_out_ci_low": pl.Float64,
+        "hv_held_out_ci_high": pl.Float64,
+        "rd_held_out_mean": pl.Float64,
+        "rd_held_out_std": pl.Float64,
+        "rd_n_seeds": pl.Int64,
+        "rd_unit": pl.Float64,
+        "rd_front_model_steps": pl.Int64,
+        "front_distance_held_out": pl.Float64,
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -552,20 +653,38 @@ def interval_table(long: pl.DataFrame) -> Table:
     among the datasets, also the HV over the held-out preferences (with its interval), MODULI's
     return deviation there and the distance to the data front there."""
     held = long["hv_held_out_mean"].drop_nulls().len() > 0
-    titles = ["env", "dataset", "model", "seeds", "HV (unit)", "HV 95% CI", "HV / B", "EUM", "IGD", "cardinality",
-              "ratio dev."]  # fmt: skip
+    titles = [
+        "env",
+        "dataset",
+        "model",
+        "seeds",
+        "HV (unit)",
+        "HV 95% CI",
+        "HV / B",
+        "EUM",
+        "IGD",
+        "cardinality",
+        "ratio dev.",
+    ]
     if held:
         titles += ["HV held-out (unit)", "held-out 95% CI", "RD held-out (unit)", "front distance held-out"]
     rows = []
     any_rd_missing = False
     for r in long.iter_rows(named=True):
         unit = f" (×{unit_label(r['unit'])})"
-        row = [Cell(r["env"]), Cell(dataset_label(r["quality"], r["entropy"])), Cell(display_name(r["model"])),
-               Cell(str(r["n_seeds"])), Cell(f"{fmt_number(r['hv_mean'])[0]} ± {fmt_number(r['hv_std'])[0]}{unit}"),
-               Cell(f"[{fmt_number(r['hv_ci_low'])[0]}, {fmt_number(r['hv_ci_high'])[0]}]"),
-               Cell(MISSING if r["hv_over_b"] is None else fmt_number(r["hv_over_b"])[0]),
-               Cell(f"{r['eum']:.4g}"), Cell(f"{r['igd']:.4g}"), Cell(f"{r['cardinality']:.1f}"),
-               Cell(_mean_pm_std(r["ratio_dev_mean"], r["ratio_dev_std"]))]  # fmt: skip
+        row = [
+            Cell(r["env"]),
+            Cell(dataset_label(r["quality"], r["entropy"])),
+            Cell(display_name(r["model"])),
+            Cell(str(r["n_seeds"])),
+            Cell(f"{fmt_number(r['hv_mean'])[0]} ± {fmt_number(r['hv_std'])[0]}{unit}"),
+            Cell(f"[{fmt_number(r['hv_ci_low'])[0]}, {fmt_number(r['hv_ci_high'])[0]}]"),
+            Cell(MISSING if r["hv_over_b"] is None else fmt_number(r["hv_over_b"])[0]),
+            Cell(f"{r['eum']:.4g}"),
+            Cell(f"{r['igd']:.4g}"),
+            Cell(f"{r['cardinality']:.1f}"),
+            Cell(_mean_pm_std(r["ratio_dev_mean"], r["ratio_dev_std"])),
+        ]
         if held:
             if r["hv_held_out_mean"] is None:
                 row += [Cell(MISSING)] * 4
@@ -575,9 +694,12 @@ def interval_table(long: pl.DataFrame) -> Table:
                 if r["rd_held_out_mean"] is not None and r["rd_n_seeds"] < r["n_seeds"]:
                     rd += f" ({r['rd_n_seeds']} seeds)"
                 fd = r["front_distance_held_out"]
-                row += [Cell(f"{fmt_number(r['hv_held_out_mean'])[0]}{unit}"),
-                        Cell(f"[{fmt_number(r['hv_held_out_ci_low'])[0]}, {fmt_number(r['hv_held_out_ci_high'])[0]}]"),
-                        Cell(rd), Cell(MISSING if fd is None else f"{fd:.3f}")]  # fmt: skip
+                row += [
+                    Cell(f"{fmt_number(r['hv_held_out_mean'])[0]}{unit}"),
+                    Cell(f"[{fmt_number(r['hv_held_out_ci_low'])[0]}, {fmt_number(r['hv_held_out_ci_high'])[0]}]"),
+                    Cell(rd),
+                    Cell(MISSING if fd is None else f"{fd:.3f}"),
+                ]
         rows.append(row)
     notes = [
         "HV: mean ± std over training seeds in the paper's unit; 95% CI: percentile bootstrap of that mean over the "
@@ -592,8 +714,11 @@ def interval_table(long: pl.DataFrame) -> Table:
     if held:
         steps = sorted(set(long["rd_front_model_steps"].drop_nulls().to_list()))
         fitted = ", ".join(f"{s:,}" for s in steps) if steps else "no front model given"
-        departure = "" if steps == [MODULI_FRONT_MODEL_STEPS] else (
-            f" (MODULI: {MODULI_FRONT_MODEL_STEPS:,} steps)" if steps else "")  # fmt: skip
+        departure = (
+            ""
+            if steps == [MODULI_FRONT_MODEL_STEPS]
+            else (f" (MODULI: {MODULI_FRONT_MODEL_STEPS:,} steps)" if steps else "")
+        )
         units = ", ".join(f"{e} ×{unit_label(u)}" for e, u in dict(zip(long["env"], long["rd_unit"])).items())
         notes.append(
             "Held-out: over the grid preferences inside the bands a coverage variant (shattered, narrow) removed from "
@@ -611,12 +736,18 @@ def interval_table(long: pl.DataFrame) -> Table:
                 "none could be fitted (no trajectory of that dataset has a return with no negative objective that no "
                 "other return dominates, so MODULI's RD is undefined there)."
             )
-    return Table("Per-cell statistics: HV with bootstrap intervals, EUM, IGD, cardinality, deviations",
-                 [Cell(t) for t in titles], rows, notes, n_label_columns=4)  # fmt: skip
+    return Table(
+        "Per-cell statistics: HV with bootstrap intervals, EUM, IGD, cardinality, deviations",
+        [Cell(t) for t in titles],
+        rows,
+        notes,
+        n_label_columns=4,
+    )
 
 
-def normalised_scores(metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset],
-                      models: Sequence[str]) -> tuple[dict[str, np.ndarray], list[Dataset]]:  # fmt: skip
+def normalised_scores(
+    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]
+) -> tuple[dict[str, np.ndarray], list[Dataset]]:
     """HV / B per model as ``(n_seeds, n_rows)`` arrays over the dataset rows every model has with the
     same number of seeds (the shape interval statistics need), and those rows."""
     b = {r["env"]: r["hv"] for r in baselines.filter(pl.col("policy") == "behavior").iter_rows(named=True)}
@@ -640,13 +771,32 @@ def iqm_table(scores: Mapping[str, np.ndarray], rows: Sequence[Dataset]) -> tupl
     from morl.stats import iqm_intervals
 
     result = iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED) if scores else {}
-    long = pl.DataFrame([{"model": m, "iqm": v[0], "ci_low": v[1], "ci_high": v[2], "n_rows": len(rows),
-                          "n_seeds": int(scores[m].shape[0])} for m, v in result.items()],
-                        schema={"model": pl.String, "iqm": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-                                "n_rows": pl.Int64, "n_seeds": pl.Int64})  # fmt: skip
+    long = pl.DataFrame(
+        [
+            {
+                "model": m,
+                "iqm": v[0],
+                "ci_low": v[1],
+                "ci_high": v[2],
+                "n_rows": len(rows),
+                "n_seeds": int(scores[m].shape[0]),
+            }
+            for m, v in result.items()
+        ],
+        schema={
+            "model": pl.String,
+            "iqm": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n_rows": pl.Int64,
+            "n_seeds": pl.Int64,
+        },
+    )
     header = [Cell("model"), Cell("IQM of HV / B"), Cell("95% CI")]
-    body = [[Cell(display_name(r["model"])), Cell(f"{r['iqm']:.3f}"), Cell(f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]")]
-            for r in long.iter_rows(named=True)]  # fmt: skip
+    body = [
+        [Cell(display_name(r["model"])), Cell(f"{r['iqm']:.3f}"), Cell(f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]")]
+        for r in long.iter_rows(named=True)
+    ]
     notes = [
         f"Interquartile mean (IQM) of each run's HV / B over {len(rows)} dataset rows × the seeds, with a "
         f"stratified-bootstrap 95% interval ({REPS} resamples, seeds resampled within each row), after Agarwal et al. "
@@ -662,18 +812,19 @@ def improvement_table(scores: Mapping[str, np.ndarray]) -> tuple[Table, pl.DataF
 
     models = list(scores)
     result = probability_of_improvement(scores, CONFIDENCE, REPS, STATS_SEED) if len(models) > 1 else {}
-    long = pl.DataFrame([{"model": x, "other": y, "p": v[0], "ci_low": v[1], "ci_high": v[2]}
-                         for (x, y), v in result.items()],
-                        schema={"model": pl.String, "other": pl.String, "p": pl.Float64, "ci_low": pl.Float64,
-                                "ci_high": pl.Float64})  # fmt: skip
+    long = pl.DataFrame(
+        [{"model": x, "other": y, "p": v[0], "ci_low": v[1], "ci_high": v[2]} for (x, y), v in result.items()],
+        schema={"model": pl.String, "other": pl.String, "p": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64},
+    )
     header = [Cell("P(row > column)"), *[Cell(display_name(m)) for m in models]]
     body = []
     for x in models:
         cells = [Cell(display_name(x))]
         for y in models:
             v = result.get((x, y))
-            cells.append(Cell(MISSING if v is None else f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]", bold=bool(v)
-                              and v[1] > 0.5))  # fmt: skip
+            cells.append(
+                Cell(MISSING if v is None else f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]", bold=bool(v) and v[1] > 0.5)
+            )
         body.append(cells)
     notes = [
         "Probability of improvement: the chance that a random seed of the row's model has a higher HV / B than a "
@@ -694,11 +845,20 @@ def held_out_scores(metrics: pl.DataFrame, dataset: Dataset, model: str) -> pl.D
     data (``complete``, null where that run is not among the evaluations). Runs whose B there is 0
     or unknown have no score and are left out."""
     env, quality, entropy = dataset
-    runs = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy)
-                          & (pl.col("model") == model) & pl.col("hv_held_out").is_not_null()
-                          & pl.col("b_held_out").is_not_null() & (pl.col("b_held_out") > 0)).sort("seed")  # fmt: skip
-    return runs.select("seed", (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
-                       (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"))  # fmt: skip
+    runs = metrics.filter(
+        (pl.col("env") == env)
+        & (pl.col("quality") == quality)
+        & (pl.col("entropy") == entropy)
+        & (pl.col("model") == model)
+        & pl.col("hv_held_out").is_not_null()
+        & pl.col("b_held_out").is_not_null()
+        & (pl.col("b_held_out") > 0)
+    ).sort("seed")
+    return runs.select(
+        "seed",
+        (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
+        (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"),
+    )
 
 
 def generalisation_long(metrics: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]) -> pl.DataFrame:
@@ -719,8 +879,9 @@ def generalisation_long(metrics: pl.DataFrame, datasets: Sequence[Dataset], mode
     for env, quality, entropy in datasets:
         if not is_variant(entropy) or "b_held_out" not in metrics.columns:
             continue
-        b_rows = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality)
-                                & (pl.col("entropy") == entropy))["b_held_out"].drop_nulls()  # fmt: skip
+        b_rows = metrics.filter(
+            (pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy)
+        )["b_held_out"].drop_nulls()
         for m in models:
             scores = held_out_scores(metrics, (env, quality, entropy), m)
             if not len(scores):
@@ -728,18 +889,38 @@ def generalisation_long(metrics: pl.DataFrame, datasets: Sequence[Dataset], mode
             paired = scores.drop_nulls()
             v, c = scores["variant"].to_numpy(), scores["complete"].drop_nulls().to_numpy()
             d = (paired["variant"] - paired["complete"]).to_numpy()
-            rows.append({
-                "env": env, "quality": quality, "entropy": entropy, "coverage": entropy.partition("-")[2],
-                "model": m, "n_seeds": len(scores), "n_paired": len(paired), "unit": HV_UNITS.get(env, 1.0),
-                "b_held_out": float(b_rows[0] / HV_UNITS.get(env, 1.0)) if len(b_rows) else None,
-                **dict(zip(("variant", "variant_ci_low", "variant_ci_high"), stat(v), strict=True)),
-                **dict(zip(("complete", "complete_ci_low", "complete_ci_high"), stat(c), strict=True)),
-                **dict(zip(("difference", "difference_ci_low", "difference_ci_high"), stat(d), strict=True)),
-            })  # fmt: skip
-    schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "coverage": pl.String, "model": pl.String,
-              "n_seeds": pl.Int64, "n_paired": pl.Int64, "unit": pl.Float64, "b_held_out": pl.Float64,
-              **{f"{k}{suffix}": pl.Float64 for k in ("variant", "complete", "difference")
-                 for suffix in ("", "_ci_low", "_ci_high")}}  # fmt: skip
+            rows.append(
+                {
+                    "env": env,
+                    "quality": quality,
+                    "entropy": entropy,
+                    "coverage": entropy.partition("-")[2],
+                    "model": m,
+                    "n_seeds": len(scores),
+                    "n_paired": len(paired),
+                    "unit": HV_UNITS.get(env, 1.0),
+                    "b_held_out": float(b_rows[0] / HV_UNITS.get(env, 1.0)) if len(b_rows) else None,
+                    **dict(zip(("variant", "variant_ci_low", "variant_ci_high"), stat(v), strict=True)),
+                    **dict(zip(("complete", "complete_ci_low", "complete_ci_high"), stat(c), strict=True)),
+                    **dict(zip(("difference", "difference_ci_low", "difference_ci_high"), stat(d), strict=True)),
+                }
+            )
+    schema = {
+        "env": pl.String,
+        "quality": pl.String,
+        "entropy": pl.String,
+        "coverage": pl.String,
+        "model": pl.String,
+        "n_seeds": pl.Int64,
+        "n_paired": pl.Int64,
+        "unit": pl.Float64,
+        "b_held_out": pl.Float64,
+        **{
+            f"{k}{suffix}": pl.Float64
+            for k in ("variant", "complete", "difference")
+            for suffix in ("", "_ci_low", "_ci_high")
+        },
+    }
     return pl.DataFrame(rows, schema=schema)
 
 
@@ -756,15 +937,35 @@ def _mean_ci(r: dict, key: str, signed: bool = False) -> Cell:
 
 def generalisation_table(long: pl.DataFrame) -> Table:
     """:func:`generalisation_long` as a table, one row per env, variant and model."""
-    header = [Cell(t) for t in ("env", "dataset", "model", "seeds", "B held-out (unit)", "HV / B, variant",
-                                "HV / B, complete data", "variant − complete")]  # fmt: skip
+    header = [
+        Cell(t)
+        for t in (
+            "env",
+            "dataset",
+            "model",
+            "seeds",
+            "B held-out (unit)",
+            "HV / B, variant",
+            "HV / B, complete data",
+            "variant − complete",
+        )
+    ]
     rows = []
     for r in long.iter_rows(named=True):
         seeds = str(r["n_seeds"]) + (f" ({r['n_paired']} paired)" if r["n_paired"] != r["n_seeds"] else "")
         b = MISSING if r["b_held_out"] is None else f"{fmt_number(r['b_held_out'])[0]} (×{unit_label(r['unit'])})"
-        rows.append([Cell(r["env"]), Cell(dataset_label(r["quality"], r["entropy"])), Cell(display_name(r["model"])),
-                     Cell(seeds), Cell(b), _mean_ci(r, "variant"), _mean_ci(r, "complete"),
-                     _mean_ci(r, "difference", signed=True)])  # fmt: skip
+        rows.append(
+            [
+                Cell(r["env"]),
+                Cell(dataset_label(r["quality"], r["entropy"])),
+                Cell(display_name(r["model"])),
+                Cell(seeds),
+                Cell(b),
+                _mean_ci(r, "variant"),
+                _mean_ci(r, "complete"),
+                _mean_ci(r, "difference", signed=True),
+            ]
+        )
     notes = [
         "On the held-out preferences only: the grid points whose w₁ lies in a band the variant removed from its data. "
         "HV / B there: the HV of the returns a run reached at those points divided by the HV of B's returns at the same "
@@ -773,8 +974,13 @@ def generalisation_table(long: pl.DataFrame) -> Table:
         f"Mean over seeds [95% percentile-bootstrap interval, {REPS} resamples]; variant − complete is paired by seed. "
         "A difference whose interval contains 0 is not resolved by this experiment; with 3 seeds intervals are coarse.",
     ]
-    return Table("Generalisation to held-out preferences: HV / B there, trained on the variant vs. the complete data",
-                 header, rows, notes, n_label_columns=4)  # fmt: skip
+    return Table(
+        "Generalisation to held-out preferences: HV / B there, trained on the variant vs. the complete data",
+        header,
+        rows,
+        notes,
+        n_label_columns=4,
+    )
 
 
 def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple[Table, pl.DataFrame]:
@@ -792,18 +998,41 @@ def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple
         part = long if kind == "all" else long.filter(pl.col("coverage") == kind)
         keys = part.select("env", "quality", "entropy").unique(maintain_order=True).iter_rows()
         per_row = {k: {m: held_out_scores(metrics, k, m).drop_nulls() for m in models} for k in keys}
-        kept = [k for k, by_model in per_row.items() if len({len(v) for v in by_model.values()}) == 1
-                and len(next(iter(by_model.values())))]  # fmt: skip
+        kept = [
+            k
+            for k, by_model in per_row.items()
+            if len({len(v) for v in by_model.values()}) == 1 and len(next(iter(by_model.values())))
+        ]
         if not kept:
             continue
         for data in ("variant", "complete"):
             scores = {m: np.stack([per_row[k][m][data].to_numpy() for k in kept], axis=1) for m in models}
             for m, (point, low, high) in iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED).items():
-                records.append({"coverage": kind, "data": data, "model": m, "iqm": point, "ci_low": low,
-                                "ci_high": high, "n_rows": len(kept), "n_seeds": int(scores[m].shape[0])})  # fmt: skip
-    frame = pl.DataFrame(records, schema={"coverage": pl.String, "data": pl.String, "model": pl.String,
-                                          "iqm": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-                                          "n_rows": pl.Int64, "n_seeds": pl.Int64})  # fmt: skip
+                records.append(
+                    {
+                        "coverage": kind,
+                        "data": data,
+                        "model": m,
+                        "iqm": point,
+                        "ci_low": low,
+                        "ci_high": high,
+                        "n_rows": len(kept),
+                        "n_seeds": int(scores[m].shape[0]),
+                    }
+                )
+    frame = pl.DataFrame(
+        records,
+        schema={
+            "coverage": pl.String,
+            "data": pl.String,
+            "model": pl.String,
+            "iqm": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "n_rows": pl.Int64,
+            "n_seeds": pl.Int64,
+        },
+    )
     shown = [k for k in [*kinds, "all"] if k in set(frame["coverage"].to_list())]
     header = [Cell("model")] + [Cell(f"{k}: {data}") for k in shown for data in ("complete", "variant")]
     body = []
@@ -812,8 +1041,11 @@ def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple
         for k in shown:
             for data in ("complete", "variant"):
                 r = frame.filter((pl.col("coverage") == k) & (pl.col("data") == data) & (pl.col("model") == m))
-                cells.append(Cell(MISSING) if not len(r) else
-                             Cell(f"{r['iqm'][0]:.2f} [{r['ci_low'][0]:.2f}, {r['ci_high'][0]:.2f}]"))  # fmt: skip
+                cells.append(
+                    Cell(MISSING)
+                    if not len(r)
+                    else Cell(f"{r['iqm'][0]:.2f} [{r['ci_low'][0]:.2f}, {r['ci_high'][0]:.2f}]")
+                )
         body.append(cells)
     counts = "; ".join(f"{k}: {frame.filter(pl.col('coverage') == k)['n_rows'][0]} rows" for k in shown)
     notes = [
@@ -824,5 +1056,10 @@ def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple
         "A model generalises where its variant interval matches its complete one; where the two intervals overlap, "
         "this experiment does not show a cost of the cut.",
     ]
-    return Table("Generalisation to held-out preferences: IQM of HV / B there, complete data vs. variant", header,
-                 body, notes, n_label_columns=1), frame  # fmt: skip
+    return Table(
+        "Generalisation to held-out preferences: IQM of HV / B there, complete data vs. variant",
+        header,
+        body,
+        notes,
+        n_label_columns=1,
+    ), frame

@@ -80,11 +80,15 @@ def _check_container(path: os.PathLike | str, what: str) -> None:
         with zipfile.ZipFile(path) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise TorchFileError(path, f"not a readable {what}: it starts like a torch checkpoint but is cut short or "
-                             f"damaged ({exc})") from None  # fmt: skip
+        raise TorchFileError(
+            path, f"not a readable {what}: it starts like a torch checkpoint but is cut short or damaged ({exc})"
+        ) from None
     if bad is not None:
-        raise TorchFileError(path, f"not a readable {what}: its entry {bad!r} fails its CRC-32 check, so the file "
-                             "was changed or damaged after it was written")  # fmt: skip
+        raise TorchFileError(
+            path,
+            f"not a readable {what}: its entry {bad!r} fails its CRC-32 check, so the file "
+            "was changed or damaged after it was written",
+        )
 
 
 def _load_failure(exc: Exception, what: str) -> str:

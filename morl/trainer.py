@@ -168,12 +168,16 @@ def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLi
     meta = read_meta(path)  # checked before the (possibly large) file is read
     differences = []
     if meta.get("env_id") != ds.meta.get("env_id"):
-        differences.append(f"the reference dataset is for env {meta.get('env_id')!r}, the training dataset for "
-                           f"{ds.meta.get('env_id')!r}")  # fmt: skip
+        differences.append(
+            f"the reference dataset is for env {meta.get('env_id')!r}, the training dataset for "
+            f"{ds.meta.get('env_id')!r}"
+        )
     ours, theirs = meta.get("behavior_sha256"), ds.meta.get("behavior_sha256")
     if ours and theirs and ours != theirs:  # imported D4MORL files record no behavior policy
-        differences.append(f"the reference dataset was collected by behavior policy sha256 {short_hash(ours)}, the "
-                           f"training dataset by {short_hash(theirs)}")  # fmt: skip
+        differences.append(
+            f"the reference dataset was collected by behavior policy sha256 {short_hash(ours)}, the "
+            f"training dataset by {short_hash(theirs)}"
+        )
     if differences:
         raise FileMismatchError(path, dataset_path, differences)
     if "quality" in meta and not is_expert_high(meta):
@@ -185,8 +189,9 @@ def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLi
     return load_dataset(path)
 
 
-def resolve_reference(statistics_from: str, ds: Dataset, dataset_path: os.PathLike | str,
-                      reference_dataset: os.PathLike | str | None) -> Path | None:  # fmt: skip
+def resolve_reference(
+    statistics_from: str, ds: Dataset, dataset_path: os.PathLike | str, reference_dataset: os.PathLike | str | None
+) -> Path | None:
     """The expert-high dataset ``statistics_from`` asks for: None for ``dataset`` (a reference is
     then refused), else ``reference_dataset``, or the training dataset if it is the expert-high one."""
     if statistics_from == "dataset":

@@ -137,3 +137,20 @@ def test_the_graph_sees_every_kind_of_import(tmp_path):
 def test_morl_has_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_no_private_name_crosses_modules():
+    """What two modules share is public: no module imports another's ``_name``."""
+    crossing = []
+    for name, path in module_files().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("morl")):
+                crossing += [f"{name}: {node.module}.{a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    assert not crossing, crossing
+
+
+def test_every_module_says_what_it_holds():
+    """Each module opens with a docstring whose first line says what it holds."""
+    bare = [name for name, path in module_files().items() if not ast.get_docstring(ast.parse(path.read_text()))]
+    assert not bare, bare

@@ -407,6 +407,28 @@ class Foreign:
     pass
 
 
+def test_a_checkpoint_of_the_format_before_the_training_core_loads_and_acts_the_same(dataset_path, tmp_path):
+    """Format version 2 (before every family ran on one training core) named the settings "hp" and
+    had no "family" key: such a file still loads, and its agent acts as the current file's does."""
+    new = tmp_path / "new.pt"
+    train(dataset_path, "dt-p", 0, {**TINY_HP, "steps": 3}, new, device="cpu", progress=False)
+    ckpt = torch.load(new, weights_only=True)
+    assert ckpt["format_version"] == 3 and "hp" not in ckpt
+    old = {k: v for k, v in ckpt.items() if k not in ("family", "settings")}
+    torch.save({**old, "format_version": 2, "hp": ckpt["settings"]}, tmp_path / "old.pt")
+    obs = np.random.default_rng(0).normal(size=(2, OBS_DIM)).astype(np.float32)
+    actions = []
+    for path in (new, tmp_path / "old.pt"):
+        agent = load_agent(path)
+        agent.reset(np.array([[0.2, 0.8], [0.6, 0.4]]), np.array([[10.0, 30.0], [20.0, 5.0]]))
+        actions.append(agent.act(obs))
+        assert agent.training["settings"] == ckpt["settings"]
+    np.testing.assert_array_equal(actions[0], actions[1])
+    torch.save({**old, "format_version": 1, "hp": ckpt["settings"]}, tmp_path / "older.pt")
+    with pytest.raises(CheckpointError, match="format version 1 is not supported .*reads 2, 3"):
+        load_agent(tmp_path / "older.pt")
+
+
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_load_agent_rejects_bad_files(dataset_path, tmp_path):
     good = tmp_path / "good.pt"

@@ -182,6 +182,7 @@ def test_no_path_is_misparsed():
 @pytest.mark.slow
 def test_smoke_pipeline_end_to_end(tmp_path):
     """The whole DAG on configs/smoke.yaml, as a subprocess, then every output is checked."""
+    from morl.cli import main as morl_main
     from morl.data import load_dataset
     from morl.evaluate import read_evaluation
     from morl.families import load_agent
@@ -242,6 +243,28 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     # a second run finds nothing to do
     again = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), cwd=tmp_path, timeout=120)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+    # The grid as slices, one per env, merged again: the same tables and plots, byte for byte, as
+    # the aggregate rule's from the same evaluations; a slice holds no dataset or checkpoint.
+    res = snakemake("--cores", "2", "--configfile", str(ROOT / "configs/smoke.yaml"), "slices", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    slices = R / "slices"
+    for env in config["envs"]:
+        info = json.loads((slices / env / "SLICE.json").read_text())
+        assert info["env"] == env and info["runs"] == len(config["models"]) * len(config["seeds"])
+        assert info["behavior"][0]["method"] == "td3" and len(info["behavior"][0]["sha256"]) == 64
+        assert info["wall_seconds"]["train"] > 0 and info["machine"]["cores"] >= 1
+        assert len(list((slices / env).rglob("eval.parquet"))) == info["runs"]
+        assert list((slices / env).rglob("*.card.md")) and not list((slices / env).rglob("model.pt"))
+        assert not list((slices / env).rglob("*-*.parquet"))  # no dataset
+    merged = tmp_path / "merged"
+    assert morl_main(["merge-slices", "--config", str(ROOT / "configs/smoke.yaml"), "--slices", str(slices),
+                      "--out-dir", str(merged)]) == 0  # fmt: skip
+    ours = sorted(p.relative_to(R / "tables") for p in (R / "tables").rglob("*")
+                  if p.is_file() and p.name != ".snakemake_timestamp")  # fmt: skip
+    assert ours and all((merged / f).read_bytes() == (R / "tables" / f).read_bytes() for f in ours), [
+        str(f) for f in ours if (merged / f).read_bytes() != (R / "tables" / f).read_bytes()
+    ]
 
     # The tables follow the files they are built from. A deleted evaluation is rebuilt and the
     # tables after it (before, Snakemake took it for a deleted intermediate and did nothing) ...

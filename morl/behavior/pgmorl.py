@@ -120,11 +120,15 @@ class PGMORLSettings:
     def check(self) -> PGMORLSettings:
         """Raise :class:`InputError` for settings that cannot run; return self."""
         if self.total_iters < 1:
-            raise InputError(f"behavior.pgmorl.env_steps_per_task: {self.env_steps_per_task} is less than one "
-                             f"iteration ({self.num_steps} x {self.num_envs} steps)")  # fmt: skip
+            raise InputError(
+                f"behavior.pgmorl.env_steps_per_task: {self.env_steps_per_task} is less than one "
+                f"iteration ({self.num_steps} x {self.num_envs} steps)"
+            )
         if (self.num_envs * self.num_steps) % self.num_minibatches:
-            raise InputError(f"behavior.pgmorl.num_minibatches: {self.num_minibatches} does not divide an "
-                             f"iteration's {self.num_envs * self.num_steps} steps")  # fmt: skip
+            raise InputError(
+                f"behavior.pgmorl.num_minibatches: {self.num_minibatches} does not divide an "
+                f"iteration's {self.num_envs * self.num_steps} steps"
+            )
         if self.min_weight > self.max_weight:
             raise InputError(f"behavior.pgmorl: min_weight {self.min_weight} is above max_weight {self.max_weight}")
         return self
@@ -250,8 +254,15 @@ def init_params(k: int, obs_dim: int, act_dim: int, n_obj: int, hidden: int, gen
         per["c_w2"].append(ortho(hidden, hidden, g))
         per["c_wv"].append(ortho(n_obj, hidden, g))
         per["a_wm"].append(ortho(act_dim, hidden, 1.0))
-        for key, n in (("a_b1", hidden), ("a_b2", hidden), ("a_bm", act_dim), ("c_b1", hidden), ("c_b2", hidden),
-                       ("c_bv", n_obj), ("logstd", act_dim)):  # fmt: skip
+        for key, n in (
+            ("a_b1", hidden),
+            ("a_b2", hidden),
+            ("a_bm", act_dim),
+            ("c_b1", hidden),
+            ("c_b2", hidden),
+            ("c_bv", n_obj),
+            ("logstd", act_dim),
+        ):
             per[key].append(torch.zeros(n))
     return {key: torch.stack(v) for key, v in per.items()}
 
@@ -276,10 +287,13 @@ def _fuse(p: dict) -> dict:
     w3 = p["a_w2"].new_zeros(k, 2 * hid, act + m)
     w3[:, :hid, :act], w3[:, hid:, act:] = p["a_wm"], p["c_wv"]
     return {
-        "w1": torch.cat([p["a_w1"], p["c_w1"]], 2), "b1": torch.cat([p["a_b1"], p["c_b1"]], 1),
-        "w2": w2, "b2": torch.cat([p["a_b2"], p["c_b2"]], 1),
-        "w3": w3, "b3": torch.cat([p["a_bm"], p["c_bv"]], 1),
-    }  # fmt: skip
+        "w1": torch.cat([p["a_w1"], p["c_w1"]], 2),
+        "b1": torch.cat([p["a_b1"], p["c_b1"]], 1),
+        "w2": w2,
+        "b2": torch.cat([p["a_b2"], p["c_b2"]], 1),
+        "w3": w3,
+        "b3": torch.cat([p["a_bm"], p["c_bv"]], 1),
+    }
 
 
 def actor_mean(p: dict, x: torch.Tensor) -> torch.Tensor:
@@ -307,9 +321,11 @@ class StackedAdam:
         self.params, self.eps = params, eps
         if state is None:
             k = next(iter(params.values())).shape[0]
-            state = {"step": torch.zeros(k, dtype=torch.float64),
-                     "m": {key: torch.zeros_like(v) for key, v in params.items()},
-                     "v": {key: torch.zeros_like(v) for key, v in params.items()}}  # fmt: skip
+            state = {
+                "step": torch.zeros(k, dtype=torch.float64),
+                "m": {key: torch.zeros_like(v) for key, v in params.items()},
+                "v": {key: torch.zeros_like(v) for key, v in params.items()},
+            }
         self.state = state
 
     def step(self, lr: float) -> None:
@@ -354,12 +370,20 @@ class TaskBatch:
         ix = torch.as_tensor(idx, dtype=torch.long)
         return TaskBatch(
             {k: v.detach()[ix].clone() for k, v in self.params.items()},
-            {"step": self.adam["step"][ix].clone(), "m": {k: v[ix].clone() for k, v in self.adam["m"].items()},
-             "v": {k: v[ix].clone() for k, v in self.adam["v"].items()}},
-            self.ob_mean[idx].copy(), self.ob_var[idx].copy(), self.ob_count[idx].copy(),
-            self.obj_var[idx].copy(), self.obj_mean[idx].copy(), self.obj_count[idx].copy(),
-            self.weights[idx].copy(), self.nodes[idx].copy(),
-        )  # fmt: skip
+            {
+                "step": self.adam["step"][ix].clone(),
+                "m": {k: v[ix].clone() for k, v in self.adam["m"].items()},
+                "v": {k: v[ix].clone() for k, v in self.adam["v"].items()},
+            },
+            self.ob_mean[idx].copy(),
+            self.ob_var[idx].copy(),
+            self.ob_count[idx].copy(),
+            self.obj_var[idx].copy(),
+            self.obj_mean[idx].copy(),
+            self.obj_count[idx].copy(),
+            self.weights[idx].copy(),
+            self.nodes[idx].copy(),
+        )
 
     @staticmethod
     def concat(batches: list[TaskBatch]) -> TaskBatch:
@@ -368,11 +392,16 @@ class TaskBatch:
         cat_n = lambda name: np.concatenate([getattr(b, name) for b in batches])  # noqa: E731
         return TaskBatch(
             cat_t(lambda b: b.params),
-            {"step": torch.cat([b.adam["step"] for b in batches]), "m": cat_t(lambda b: b.adam["m"]),
-             "v": cat_t(lambda b: b.adam["v"])},
-            *(cat_n(n) for n in ("ob_mean", "ob_var", "ob_count", "obj_var", "obj_mean", "obj_count", "weights",
-                                 "nodes")),
-        )  # fmt: skip
+            {
+                "step": torch.cat([b.adam["step"] for b in batches]),
+                "m": cat_t(lambda b: b.adam["m"]),
+                "v": cat_t(lambda b: b.adam["v"]),
+            },
+            *(
+                cat_n(n)
+                for n in ("ob_mean", "ob_var", "ob_count", "obj_var", "obj_mean", "obj_count", "weights", "nodes")
+            ),
+        )
 
     def state(self) -> dict:
         return {
@@ -443,8 +472,16 @@ def evaluate_tasks(env_id: str, tb: TaskBatch, s: PGMORLSettings, seed: int, len
         return env.returns.astype(np.float64)
 
 
-def run_generation(env_id: str, tb: TaskBatch, s: PGMORLSettings, start: int, stop: int, env_seed: int,
-                   eval_seed: int, on_iteration=None) -> list[tuple[TaskBatch, np.ndarray]]:  # fmt: skip
+def run_generation(
+    env_id: str,
+    tb: TaskBatch,
+    s: PGMORLSettings,
+    start: int,
+    stop: int,
+    env_seed: int,
+    eval_seed: int,
+    on_iteration=None,
+) -> list[tuple[TaskBatch, np.ndarray]]:
     """Train the K tasks of ``tb`` in place for global iterations ``start .. stop - 1``.
 
     Returns one (snapshot of the K tasks, (K, n_obj) evaluated objectives) per iteration. Each call
@@ -608,8 +645,11 @@ class OptGraph:
         return len(self.prev) - 1
 
     def state(self) -> dict:
-        return {"weights": [w.tolist() for w in self.weights], "objs": [o.tolist() for o in self.objs],
-                "prev": list(self.prev)}  # fmt: skip
+        return {
+            "weights": [w.tolist() for w in self.weights],
+            "objs": [o.tolist() for o in self.objs],
+            "prev": list(self.prev),
+        }
 
 
 def _hyperbolic(params: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -721,8 +761,9 @@ class Population:
         return [i for buf in buffers for _, i in buf]
 
 
-def candidate_weights(graph: OptGraph, node: int, n_cand: int, delta_weight: float,
-                      rng: np.random.Generator) -> np.ndarray:  # fmt: skip
+def candidate_weights(
+    graph: OptGraph, node: int, n_cand: int, delta_weight: float, rng: np.random.Generator
+) -> np.ndarray:
     """PGMORL's candidate weights around a population member's last weight (those it has not
     already been trained with): 2-D, ``n_cand`` angles over +-45 degrees; 3-D, the weight itself
     and grid weights within 45 degrees in random order, up to ``n_cand``."""
@@ -757,8 +798,14 @@ def candidate_weights(graph: OptGraph, node: int, n_cand: int, delta_weight: flo
     return np.asarray(out).reshape(-1, len(c))
 
 
-def select_tasks(graph: OptGraph, pop_nodes: list[int], archive_objs: np.ndarray, s: PGMORLSettings,
-                 n_obj: int, rng: np.random.Generator) -> list[tuple[int, np.ndarray, np.ndarray]]:  # fmt: skip
+def select_tasks(
+    graph: OptGraph,
+    pop_nodes: list[int],
+    archive_objs: np.ndarray,
+    s: PGMORLSettings,
+    n_obj: int,
+    rng: np.random.Generator,
+) -> list[tuple[int, np.ndarray, np.ndarray]]:
     """Prediction-guided selection: ``num_tasks`` (population index, sum-normalised weight,
     prediction) triples chosen greedily by the predicted archive's hypervolume minus
     ``sparsity`` times its sparsity."""
@@ -813,16 +860,19 @@ def _take_actor(a: dict, idx: np.ndarray) -> dict:
     return {k: v[ix].clone() for k, v in a.items()}
 
 
-def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, threads: int | None = 1,
-                 progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def train_pgmorl(
+    env_id: str, cfg: dict[str, Any], output: str | os.PathLike, threads: int | None = 1, progress: bool = True
+) -> dict[str, Any]:
     """Train a PGMORL population for ``env_id`` with the settings ``cfg``; write ``output``.
 
     Resumes from ``<output>.partial`` when present (written at every generation boundary and
     between the chunks of update_iters iterations a longer warm-up runs in). Returns a summary.
     """
     if not is_d4morl_task(env_id):
-        raise InputError(f"{env_id}: behavior.method pgmorl trains on the D4MORL tasks only (its runs resume from "
-                         "saved physics-free generation boundaries); use method td3 for MO-Gymnasium ids")  # fmt: skip
+        raise InputError(
+            f"{env_id}: behavior.method pgmorl trains on the D4MORL tasks only (its runs resume from "
+            "saved physics-free generation boundaries); use method td3 for MO-Gymnasium ids"
+        )
     s = PGMORLSettings.from_config(cfg).check()
     spec = get_spec(env_id)
     n_obj, obs_dim, act_dim = spec.n_obj, spec.obs_dim, spec.act_dim
@@ -838,8 +888,10 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
     if partial.exists():
         st = _load(partial, PARTIAL_KIND, env_id)
         if st["settings"] != settings:
-            raise InputError(f"{partial}: written with other PGMORL settings; delete it to start over, or "
-                             "restore the settings it was written with")  # fmt: skip
+            raise InputError(
+                f"{partial}: written with other PGMORL settings; delete it to start over, or "
+                "restore the settings it was written with"
+            )
         tasks = TaskBatch.from_state(st["tasks"])
         pop = TaskBatch.from_state(st["population"]) if st["population"] is not None else None
         pop_objs = st["population_objs"].numpy().copy()
@@ -860,11 +912,17 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
         k0 = len(init_w)
         params = init_params(k0, obs_dim, act_dim, n_obj, s.hidden, gen)
         tasks = TaskBatch(
-            params, StackedAdam(params, s.adam_eps).state,
-            np.zeros((k0, obs_dim)), np.ones((k0, obs_dim)), np.full(k0, 1e-4),
-            np.ones((k0, n_obj)), np.zeros((k0, n_obj)), np.full(k0, 1e-4),
-            init_w / init_w.sum(1, keepdims=True), np.full(k0, -1, np.int64),
-        )  # fmt: skip
+            params,
+            StackedAdam(params, s.adam_eps).state,
+            np.zeros((k0, obs_dim)),
+            np.ones((k0, obs_dim)),
+            np.full(k0, 1e-4),
+            np.ones((k0, n_obj)),
+            np.zeros((k0, n_obj)),
+            np.full(k0, 1e-4),
+            init_w / init_w.sum(1, keepdims=True),
+            np.full(k0, -1, np.int64),
+        )
         graph = OptGraph()
         objs0 = evaluate_tasks(env_id, tasks, s, eval_seed)
         tasks.nodes[:] = [graph.insert(w, o, -1) for w, o in zip(tasks.weights, objs0)]
@@ -900,8 +958,16 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
             chunk_start, chunk_stop = iteration, min(iteration + s.update_iters, gen_stop)
             chunk = (chunk_start - gen_start) // s.update_iters
             env_seed = s.seed * 7919 + generation + 1 + chunk * 100_003
-            offspring = run_generation(env_id, tasks, s, chunk_start, chunk_stop, env_seed=env_seed,
-                                       eval_seed=eval_seed, on_iteration=on_iteration)  # fmt: skip
+            offspring = run_generation(
+                env_id,
+                tasks,
+                s,
+                chunk_start,
+                chunk_stop,
+                env_seed=env_seed,
+                eval_seed=eval_seed,
+                on_iteration=on_iteration,
+            )
             # Archive: every iteration's policies; graph and population: every update_iters-th.
             new_actor, new_objs = [], []
             for i, (snap, objs) in enumerate(offspring):
@@ -924,12 +990,32 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
             iteration = chunk_stop
             env_steps += k * (chunk_stop - chunk_start) * steps_per_iter
             if iteration < gen_stop:
-                _save(partial, _partial_state(
-                    env_id, settings, tasks, pop, pop_objs, archive, archive_objs, graph, rng, iteration, generation,
-                    history, env_steps, wall_before + time.perf_counter() - t0,
-                    {"start": gen_start, "stop": gen_stop, "prev": torch.from_numpy(prev.copy()),
-                     "population_new": [b.state() for b in pop_new],
-                     "population_new_objs": [torch.from_numpy(o.copy()) for o in pop_new_objs]}))  # fmt: skip
+                _save(
+                    partial,
+                    _partial_state(
+                        env_id,
+                        settings,
+                        tasks,
+                        pop,
+                        pop_objs,
+                        archive,
+                        archive_objs,
+                        graph,
+                        rng,
+                        iteration,
+                        generation,
+                        history,
+                        env_steps,
+                        wall_before + time.perf_counter() - t0,
+                        {
+                            "start": gen_start,
+                            "stop": gen_stop,
+                            "prev": torch.from_numpy(prev.copy()),
+                            "population_new": [b.state() for b in pop_new],
+                            "population_new_objs": [torch.from_numpy(o.copy()) for o in pop_new_objs],
+                        },
+                    ),
+                )
         if pop_new:
             all_pop = TaskBatch.concat(([pop] if pop is not None else []) + pop_new)
             all_objs = np.concatenate([pop_objs] + pop_new_objs)
@@ -938,54 +1024,126 @@ def train_pgmorl(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, th
         generation += 1
         hv = hypervolume(archive_objs) if len(archive_objs) else 0.0
         history.append([iteration, env_steps, hv, len(archive_objs)])
-        log.info("pgmorl %s: generation %d, iteration %d/%d, archive %d policies, archive HV %.4g", env_id,
-                 generation, iteration, total, len(archive_objs), hv)  # fmt: skip
+        log.info(
+            "pgmorl %s: generation %d, iteration %d/%d, archive %d policies, archive HV %.4g",
+            env_id,
+            generation,
+            iteration,
+            total,
+            len(archive_objs),
+            hv,
+        )
         if iteration < total:
             if pop is None or len(pop_objs) == 0:
-                raise InputError(f"{env_id}: PGMORL's population is empty after generation {generation} (no policy "
-                                 "reached positive returns on every objective); nothing to select from")  # fmt: skip
+                raise InputError(
+                    f"{env_id}: PGMORL's population is empty after generation {generation} (no policy "
+                    "reached positive returns on every objective); nothing to select from"
+                )
             chosen = select_tasks(graph, list(pop.nodes), archive_objs, s, n_obj, rng)
             tasks = pop.select([c[0] for c in chosen])
             tasks.weights[:] = np.stack([c[1] for c in chosen])
-            _save(partial, _partial_state(env_id, settings, tasks, pop, pop_objs, archive, archive_objs, graph, rng,
-                                          iteration, generation, history, env_steps,
-                                          wall_before + time.perf_counter() - t0, None))  # fmt: skip
+            _save(
+                partial,
+                _partial_state(
+                    env_id,
+                    settings,
+                    tasks,
+                    pop,
+                    pop_objs,
+                    archive,
+                    archive_objs,
+                    graph,
+                    rng,
+                    iteration,
+                    generation,
+                    history,
+                    env_steps,
+                    wall_before + time.perf_counter() - t0,
+                    None,
+                ),
+            )
     bar.close()
     if archive is None or len(archive_objs) == 0:
-        raise InputError(f"{env_id}: PGMORL's archive is empty (no policy reached non-negative returns on every "
-                         "objective); no population file written")  # fmt: skip
+        raise InputError(
+            f"{env_id}: PGMORL's archive is empty (no policy reached non-negative returns on every "
+            "objective); no population file written"
+        )
     wall = wall_before + time.perf_counter() - t0
     state = {
-        "kind": KIND, "env_id": env_id, "physics_version": physics_version(env_id), "method": "pgmorl",
-        "obs_dim": obs_dim, "act_dim": act_dim, "n_obj": n_obj, "hidden": s.hidden,
-        "act_low": np.asarray(spec.act_low, np.float32).tolist(), "act_high": np.asarray(spec.act_high, np.float32).tolist(),
-        "obs_clip": s.obs_clip, "settings": settings, "iterations": total,
+        "kind": KIND,
+        "env_id": env_id,
+        "physics_version": physics_version(env_id),
+        "method": "pgmorl",
+        "obs_dim": obs_dim,
+        "act_dim": act_dim,
+        "n_obj": n_obj,
+        "hidden": s.hidden,
+        "act_low": np.asarray(spec.act_low, np.float32).tolist(),
+        "act_high": np.asarray(spec.act_high, np.float32).tolist(),
+        "obs_clip": s.obs_clip,
+        "settings": settings,
+        "iterations": total,
         "env_steps": env_steps,
-        "archive": archive, "objs": torch.from_numpy(archive_objs.astype(np.float64)),
-        "history": history, "morl_version": __version__,
-    }  # fmt: skip
+        "archive": archive,
+        "objs": torch.from_numpy(archive_objs.astype(np.float64)),
+        "history": history,
+        "morl_version": __version__,
+    }
     save_torch(output, state)
     if partial.exists():
         partial.unlink()
-    summary = {"env_id": env_id, "method": "pgmorl", "iterations": total, "generations": generation,
-               "archive_size": int(len(archive_objs)), "archive_hv": history[-1][2], "env_steps": state["env_steps"],
-               "wall_s": wall}  # fmt: skip
+    summary = {
+        "env_id": env_id,
+        "method": "pgmorl",
+        "iterations": total,
+        "generations": generation,
+        "archive_size": int(len(archive_objs)),
+        "archive_hv": history[-1][2],
+        "env_steps": state["env_steps"],
+        "wall_s": wall,
+    }
     log.info("pgmorl %s done: %s", env_id, summary)
     return summary
 
 
-def _partial_state(env_id, settings, tasks, pop, pop_objs, archive, archive_objs, graph, rng, iteration, generation,
-                   history, env_steps, wall, in_generation) -> dict:  # fmt: skip
+def _partial_state(
+    env_id,
+    settings,
+    tasks,
+    pop,
+    pop_objs,
+    archive,
+    archive_objs,
+    graph,
+    rng,
+    iteration,
+    generation,
+    history,
+    env_steps,
+    wall,
+    in_generation,
+) -> dict:
     """Everything a run needs to continue: tasks, population, archive, graph, random state, and,
     between the chunks of a generation, what that generation has produced so far."""
     return {
-        "kind": PARTIAL_KIND, "env_id": env_id, "physics_version": physics_version(env_id), "settings": settings,
-        "tasks": tasks.state(), "population": pop.state() if pop is not None else None,
-        "population_objs": torch.from_numpy(pop_objs.copy()), "archive": archive,
-        "archive_objs": torch.from_numpy(archive_objs.copy()), "graph": graph.state(),
-        "np_rng": rng.bit_generator.state, "iteration": iteration, "generation": generation, "history": history,
-        "env_steps": env_steps, "wall_s": wall, "in_generation": in_generation,
-    }  # fmt: skip
+        "kind": PARTIAL_KIND,
+        "env_id": env_id,
+        "physics_version": physics_version(env_id),
+        "settings": settings,
+        "tasks": tasks.state(),
+        "population": pop.state() if pop is not None else None,
+        "population_objs": torch.from_numpy(pop_objs.copy()),
+        "archive": archive,
+        "archive_objs": torch.from_numpy(archive_objs.copy()),
+        "graph": graph.state(),
+        "np_rng": rng.bit_generator.state,
+        "iteration": iteration,
+        "generation": generation,
+        "history": history,
+        "env_steps": env_steps,
+        "wall_s": wall,
+        "in_generation": in_generation,
+    }
 
 
 def _save(path: Path, state: dict) -> None:
@@ -1008,15 +1166,25 @@ def _population_of_partial(path: Path, st: dict) -> dict:
     try:
         spec = get_spec(st["env_id"])
         return {
-            "kind": KIND, "env_id": st["env_id"], "physics_version": st.get("physics_version"), "method": "pgmorl",
-            "obs_dim": spec.obs_dim, "act_dim": spec.act_dim, "n_obj": spec.n_obj, "hidden": st["settings"]["hidden"],
+            "kind": KIND,
+            "env_id": st["env_id"],
+            "physics_version": st.get("physics_version"),
+            "method": "pgmorl",
+            "obs_dim": spec.obs_dim,
+            "act_dim": spec.act_dim,
+            "n_obj": spec.n_obj,
+            "hidden": st["settings"]["hidden"],
             "act_low": np.asarray(spec.act_low, np.float32).tolist(),
             "act_high": np.asarray(spec.act_high, np.float32).tolist(),
-            "obs_clip": st["settings"]["obs_clip"], "settings": st["settings"], "partial": True,
+            "obs_clip": st["settings"]["obs_clip"],
+            "settings": st["settings"],
+            "partial": True,
             "iterations": st["iteration"],
             "env_steps": int(st.get("env_steps", st["history"][-1][1] if st["history"] else 0)),
-            "archive": st["archive"], "objs": st["archive_objs"], "history": st["history"],
-        }  # fmt: skip
+            "archive": st["archive"],
+            "objs": st["archive_objs"],
+            "history": st["history"],
+        }
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: incomplete partial PGMORL file ({exc!r})") from None
 
@@ -1050,11 +1218,21 @@ class PopulationPolicy:
         n = objs.shape[0] if objs.ndim == 2 else -1
         if n < 1:
             raise InputError(f"{self.path}: the population's archive is empty; there is no policy to act")
-        want = {"a_w1": (n, self.obs_dim, hidden), "a_b1": (n, hidden), "a_w2": (n, hidden, hidden),
-                "a_b2": (n, hidden), "a_wm": (n, hidden, self.act_dim), "a_bm": (n, self.act_dim),
-                "ob_mean": (n, self.obs_dim), "ob_var": (n, self.obs_dim)}  # fmt: skip
-        bad = [f"{k} {tuple(arch[k].shape)} (expected {shape})" for k, shape in want.items()
-               if tuple(arch[k].shape) != shape]  # fmt: skip
+        want = {
+            "a_w1": (n, self.obs_dim, hidden),
+            "a_b1": (n, hidden),
+            "a_w2": (n, hidden, hidden),
+            "a_b2": (n, hidden),
+            "a_wm": (n, hidden, self.act_dim),
+            "a_bm": (n, self.act_dim),
+            "ob_mean": (n, self.obs_dim),
+            "ob_var": (n, self.obs_dim),
+        }
+        bad = [
+            f"{k} {tuple(arch[k].shape)} (expected {shape})"
+            for k, shape in want.items()
+            if tuple(arch[k].shape) != shape
+        ]
         if objs.shape[1] != self.n_obj:
             bad.append(f"objs {objs.shape} (expected ({n}, {self.n_obj}))")
         if bad:
@@ -1065,9 +1243,11 @@ class PopulationPolicy:
             raise InputError(f"{self.path}: PGMORL population objectives must be non-negative with a positive sum")
         spec = get_spec(self.env_id)
         if (spec.obs_dim, spec.act_dim, spec.n_obj) != (self.obs_dim, self.act_dim, self.n_obj):
-            raise InputError(f"{self.path}: the population takes {self.obs_dim} observations and {self.n_obj} "
-                             f"objectives and gives {self.act_dim} actions, but {self.env_id} has {spec.obs_dim}, "
-                             f"{spec.n_obj} and {spec.act_dim}")  # fmt: skip
+            raise InputError(
+                f"{self.path}: the population takes {self.obs_dim} observations and {self.n_obj} "
+                f"objectives and gives {self.act_dim} actions, but {self.env_id} has {spec.obs_dim}, "
+                f"{spec.n_obj} and {spec.act_dim}"
+            )
         self.arch = arch
         self.objs = objs
         self.norm_objs = objs / objs.sum(axis=1, keepdims=True)

@@ -225,11 +225,14 @@ class PreferenceTD3:
 
     def state(self) -> dict[str, Any]:
         return {
-            "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-            "actor_target": self.actor_target.state_dict(), "critic_target": self.critic_target.state_dict(),
-            "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "actor_target": self.actor_target.state_dict(),
+            "critic_target": self.critic_target.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
             "updates": self.updates,
-        }  # fmt: skip
+        }
 
     def load_state(self, st: dict[str, Any]) -> None:
         for name in ("actor", "critic", "actor_target", "critic_target", "actor_opt", "critic_opt"):
@@ -333,8 +336,14 @@ def train_td3(
         hv = estimate_hv(env_id, agent.actor, s.seed + HV_ESTIMATE_SEED_OFFSET)
         hv_seconds += time.perf_counter() - t
         hv_history.append([step, hv])
-        log.info("behavior %s: step %d, HV estimate %.4g (deterministic policy on the %d-point preference grid, "
-                 "%.1f s)", env_id, step, hv, _n_hv_points(n_obj), time.perf_counter() - t)  # fmt: skip
+        log.info(
+            "behavior %s: step %d, HV estimate %.4g (deterministic policy on the %d-point preference grid, %.1f s)",
+            env_id,
+            step,
+            hv,
+            _n_hv_points(n_obj),
+            time.perf_counter() - t,
+        )
 
     while step < s.total_steps:
         if step < s.start_steps:
@@ -380,17 +389,25 @@ def train_td3(
             postfix["HV~"] = f"{hv_history[-1][1]:.4g}"
         bar.update(s.n_envs, **postfix)
         if s.checkpoint_every and step % s.checkpoint_every < s.n_envs and step < s.total_steps:
-            in_flight = {"prefs": torch.from_numpy(prefs.copy()), "seeds": list(ep_seeds),
-                         "actions": [torch.from_numpy(np.stack(a)) if a else torch.zeros(0, act_dim) for a in ep_actions],
-                         "returns": torch.from_numpy(ep_ret.copy()), "update_debt": update_debt,
-                         "recent": list(recent)}  # fmt: skip
-            _save_partial(partial, env_id, s, agent, buffer, rng, step, episodes, hv_history=hv_history,
-                          in_flight=in_flight)  # fmt: skip
+            in_flight = {
+                "prefs": torch.from_numpy(prefs.copy()),
+                "seeds": list(ep_seeds),
+                "actions": [torch.from_numpy(np.stack(a)) if a else torch.zeros(0, act_dim) for a in ep_actions],
+                "returns": torch.from_numpy(ep_ret.copy()),
+                "update_debt": update_debt,
+                "recent": list(recent),
+            }
+            _save_partial(
+                partial, env_id, s, agent, buffer, rng, step, episodes, hv_history=hv_history, in_flight=in_flight
+            )
 
     if hv_every and (not hv_history or hv_history[-1][0] != step):
         hv_estimate()  # the final policy's estimate
-        bar.update(0, episodes=episodes, **{"w.R": f"{np.mean(recent):.0f}" if recent else "-",
-                                            "HV~": f"{hv_history[-1][1]:.4g}"})  # fmt: skip
+        bar.update(
+            0,
+            episodes=episodes,
+            **{"w.R": f"{np.mean(recent):.0f}" if recent else "-", "HV~": f"{hv_history[-1][1]:.4g}"},
+        )
     bar.close()
     wall = time.perf_counter() - t0
     meta = _policy_meta(env_id, vars(s), step, episodes)
@@ -398,10 +415,18 @@ def train_td3(
     save_torch(output, state)
     if partial.exists():
         partial.unlink()
-    summary = {"env_id": env_id, "steps": step, "episodes": episodes, "wall_s": wall,
-               "env_steps_per_s": (step - steps_at_start) / max(wall, 1e-9), "updates": agent.updates,
-               "hv_estimate": hv_history[-1][1] if hv_history else None, "hv_estimates": hv_history,
-               "hv_estimate_s": hv_seconds, "device": str(dev)}  # fmt: skip
+    summary = {
+        "env_id": env_id,
+        "steps": step,
+        "episodes": episodes,
+        "wall_s": wall,
+        "env_steps_per_s": (step - steps_at_start) / max(wall, 1e-9),
+        "updates": agent.updates,
+        "hv_estimate": hv_history[-1][1] if hv_history else None,
+        "hv_estimates": hv_history,
+        "hv_estimate_s": hv_seconds,
+        "device": str(dev),
+    }
     log.info("behavior %s done: %s", env_id, summary)
     return summary
 
@@ -429,21 +454,40 @@ def _replay_in_flight(partial: Path, envs, st: dict):
     except (KeyError, IndexError, AttributeError, TypeError, ValueError) as exc:
         raise InputError(f"{partial}: incomplete partial behavior checkpoint ({exc!r})") from None
     if not np.allclose(replayed, returns, rtol=1e-5, atol=1e-3):
-        raise InputError(f"{partial}: replaying the episodes in flight does not give their recorded returns "
-                         "(another physics or simulator build?); delete it to start over")  # fmt: skip
+        raise InputError(
+            f"{partial}: replaying the episodes in flight does not give their recorded returns "
+            "(another physics or simulator build?); delete it to start over"
+        )
     ep_actions = [list(a) for a in actions]
-    return (prefs, seeds, ep_actions, np.stack(obs).astype(np.float32), returns, float(st["update_debt"]),
-            [float(x) for x in st["recent"]])  # fmt: skip
+    return (
+        prefs,
+        seeds,
+        ep_actions,
+        np.stack(obs).astype(np.float32),
+        returns,
+        float(st["update_debt"]),
+        [float(x) for x in st["recent"]],
+    )
 
 
-def _save_partial(path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, episodes, hv_history=(),
-                  in_flight=None) -> None:  # fmt: skip
+def _save_partial(
+    path: Path, env_id, s: TD3Settings, agent, buffer, rng, step, episodes, hv_history=(), in_flight=None
+) -> None:
     state = {
-        "kind": CHECKPOINT_KIND, "env_id": env_id, "physics_version": physics_version(env_id), "settings": vars(s), "agent": agent.state(),
-        "buffer": buffer.state(), "np_rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state(),
+        "kind": CHECKPOINT_KIND,
+        "env_id": env_id,
+        "physics_version": physics_version(env_id),
+        "settings": vars(s),
+        "agent": agent.state(),
+        "buffer": buffer.state(),
+        "np_rng": rng.bit_generator.state,
+        "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state(agent.device) if agent.device.type == "cuda" else None,
-        "step": step, "episodes": episodes, "hv_history": [list(x) for x in hv_history], "in_flight": in_flight,
-    }  # fmt: skip
+        "step": step,
+        "episodes": episodes,
+        "hv_history": [list(x) for x in hv_history],
+        "in_flight": in_flight,
+    }
     save_torch(path, state)
 
 

@@ -196,8 +196,9 @@ class _Buffers:
 
     FIELDS = ("actions", "obs", "rewards", "terminated", "truncated", "active")
 
-    def __init__(self, batch_size: int, obs_dim: int, act_dim: int, n_obj: int, shared: bool,
-                 names: dict[str, str] | None = None):  # fmt: skip
+    def __init__(
+        self, batch_size: int, obs_dim: int, act_dim: int, n_obj: int, shared: bool, names: dict[str, str] | None = None
+    ):
         self.layout = {
             "actions": ((batch_size, act_dim), np.float64),
             "obs": ((batch_size, obs_dim), np.float32),
@@ -234,8 +235,9 @@ class _Buffers:
         self._shm = []
 
 
-def _worker_main(env_id: str, slots: tuple[int, int], sizes: tuple[int, int, int, int],
-                 names: dict[str, str], conn) -> None:  # fmt: skip
+def _worker_main(
+    env_id: str, slots: tuple[int, int], sizes: tuple[int, int, int, int], names: dict[str, str], conn
+) -> None:
     """A worker process: owns slots ``range(*slots)``; answers reset/step/close messages."""
     buffers = None
     try:
@@ -325,8 +327,9 @@ class BatchedEnv:
         if len(bounds) > 1:
             for lo, hi in zip(bounds[:-1], bounds[1:]):
                 parent, child = ctx.Pipe()
-                proc = ctx.Process(target=_worker_main, args=(env_id, (int(lo), int(hi)), sizes,
-                                                              self._buf.names, child), daemon=True)  # fmt: skip
+                proc = ctx.Process(
+                    target=_worker_main, args=(env_id, (int(lo), int(hi)), sizes, self._buf.names, child), daemon=True
+                )
                 proc.start()
                 child.close()
                 self._workers.append((proc, parent, range(int(lo), int(hi))))

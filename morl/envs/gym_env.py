@@ -34,7 +34,7 @@ from morl.envs.physics import (
     reset_physics,
     simulate,
 )
-from morl.envs.tasks import ENV_SPECS, EnvSpec, _import_mo_gymnasium, get_spec, is_d4morl_task
+from morl.envs.tasks import ENV_SPECS, EnvSpec, get_spec, import_mo_gymnasium, is_d4morl_task
 
 
 class MOMujocoEnv(gymnasium.Env):
@@ -116,7 +116,7 @@ class MOGymnasiumTask(gymnasium.Wrapper):
     action bounds, float32 observations and reward vectors, ``info["obj"]`` a copy of the vector."""
 
     def __init__(self, env_id: str) -> None:
-        mo_gym = _import_mo_gymnasium()
+        mo_gym = import_mo_gymnasium()
         self.spec_morl = get_spec(env_id)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -269,7 +269,9 @@ class MissingExtraError(InputError):
     """An MO-Gymnasium id was asked for, but the ``mo-gymnasium`` extra is not installed."""
 
 
-def _import_mo_gymnasium():
+def import_mo_gymnasium():
+    """MO-Gymnasium, which registers the mo-* ids with gymnasium (a MissingExtraError saying how to
+    install the optional extra when it is absent)."""
     try:
         import mo_gymnasium  # noqa: F401 - registers the mo-* ids with gymnasium
     except ImportError as exc:
@@ -282,7 +284,7 @@ def _import_mo_gymnasium():
 def mo_gymnasium_ids() -> list[str]:
     """The continuous-action MO-Gymnasium ids usable as ``env`` (empty without the extra)."""
     try:
-        _import_mo_gymnasium()
+        import_mo_gymnasium()
     except MissingExtraError:
         return []
     ids = []
@@ -297,7 +299,7 @@ def mo_gymnasium_ids() -> list[str]:
 
 @functools.cache
 def _external_spec(env_id: str) -> ExternalEnvSpec:
-    mo_gym = _import_mo_gymnasium()
+    mo_gym = import_mo_gymnasium()
     if env_id not in gymnasium.registry:
         raise InputError(f"unknown MO-Gymnasium id {env_id!r}; available: {', '.join(mo_gymnasium_ids())}")
     with warnings.catch_warnings():  # deprecation notices for the v4 tasks, float64 Box bounds
@@ -316,10 +318,14 @@ def _external_spec(env_id: str) -> ExternalEnvSpec:
             raise InputError(f"{env_id}: the task has no episode cap (max_episode_steps)")
         n_obj = int(reward_space.shape[0])
         return ExternalEnvSpec(
-            id=env_id, n_obj=n_obj, objectives=tuple(f"objective {k + 1}" for k in range(n_obj)),
-            obs_dim=int(obs.shape[0]), act_low=tuple(float(x) for x in act.low),
-            act_high=tuple(float(x) for x in act.high), max_episode_steps=int(env.spec.max_episode_steps),
-        )  # fmt: skip
+            id=env_id,
+            n_obj=n_obj,
+            objectives=tuple(f"objective {k + 1}" for k in range(n_obj)),
+            obs_dim=int(obs.shape[0]),
+            act_low=tuple(float(x) for x in act.low),
+            act_high=tuple(float(x) for x in act.high),
+            max_episode_steps=int(env.spec.max_episode_steps),
+        )
     finally:
         env.close()
 
@@ -334,8 +340,9 @@ def get_spec(env_id: str) -> EnvSpec | ExternalEnvSpec:
     if isinstance(env_id, str) and MO_GYMNASIUM_ID.match(env_id):
         return _external_spec(env_id)
     known = ", ".join(sorted(ENV_SPECS))
-    raise InputError(f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id "
-                     f"such as mo-halfcheetah-v5") from None  # fmt: skip
+    raise InputError(
+        f"unknown environment id {env_id!r}; known ids: {known}, or an MO-Gymnasium id such as mo-halfcheetah-v5"
+    ) from None
 
 
 def is_d4morl_task(env_id: str) -> bool:

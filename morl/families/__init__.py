@@ -32,9 +32,28 @@ from morl.errors import InputError
 
 #: The plot colors given to models in registry order, after any a model names itself; past the end
 #: of this list a color is drawn from matplotlib's ``hsv`` map, so the palette never runs out.
-PALETTE = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:gray", "tab:cyan", "tab:red",
-           "tab:olive", "tab:pink", "gold", "teal", "navy", "maroon", "lime", "indigo", "salmon", "sienna",
-           "darkkhaki", "slateblue")  # fmt: skip
+PALETTE = (
+    "tab:blue",
+    "tab:orange",
+    "tab:green",
+    "tab:purple",
+    "tab:brown",
+    "tab:gray",
+    "tab:cyan",
+    "tab:red",
+    "tab:olive",
+    "tab:pink",
+    "gold",
+    "teal",
+    "navy",
+    "maroon",
+    "lime",
+    "indigo",
+    "salmon",
+    "sienna",
+    "darkkhaki",
+    "slateblue",
+)
 
 
 @dataclass(frozen=True)
@@ -176,11 +195,13 @@ def _trainer() -> ModuleType:
     return importlib.import_module("morl.trainer")
 
 
-def train(dataset_path, model_name: str, seed: int, settings: dict | None, checkpoint_path, curve_path=None,
-          **kwargs) -> dict[str, Any]:  # fmt: skip
+def train(
+    dataset_path, model_name: str, seed: int, settings: dict | None, checkpoint_path, curve_path=None, **kwargs
+) -> dict[str, Any]:
     """Train ``model_name`` with the training core (arguments and summary of :func:`morl.trainer.train`)."""
-    return _trainer().train(family_of(model_name), dataset_path, model_name, seed, settings, checkpoint_path,
-                            curve_path, **kwargs)  # fmt: skip
+    return _trainer().train(
+        family_of(model_name), dataset_path, model_name, seed, settings, checkpoint_path, curve_path, **kwargs
+    )
 
 
 def checkpoint_family(path: os.PathLike | str) -> Family:

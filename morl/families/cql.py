@@ -100,8 +100,9 @@ def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.
 class Learner(value.ValueLearner):
     critics = ("critic",)
 
-    def __init__(self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device,
-                 facts: dict):  # fmt: skip
+    def __init__(
+        self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
         super().__init__(data, settings)
         self.act_dim = dims.act_dim
         policy = _policy(model_name, dims, settings)

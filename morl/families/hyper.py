@@ -119,9 +119,22 @@ class HyperPolicy(nn.Module):
     """MORvS-HN's network (module docstring), with PEDA's call signature
     ``model(states, actions, preferences, returns_to_go, timesteps, mask=None)`` on single steps."""
 
-    def __init__(self, obs_dim: int, act_dim: int, n_obj: int, *, hidden: int, depth: int, dropout: float,
-                 hyper_hidden: int, hyper_dim: int, hyper_init: float, act_low: Sequence[float],
-                 act_high: Sequence[float], max_episode_steps: int):  # fmt: skip
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        n_obj: int,
+        *,
+        hidden: int,
+        depth: int,
+        dropout: float,
+        hyper_hidden: int,
+        hyper_dim: int,
+        hyper_init: float,
+        act_low: Sequence[float],
+        act_high: Sequence[float],
+        max_episode_steps: int,
+    ):
         super().__init__()
         if len(act_low) != act_dim:
             raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
@@ -162,17 +175,28 @@ class HyperPolicy(nn.Module):
 
 
 def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: int) -> HyperPolicy:
-    return HyperPolicy(dims.obs_dim, dims.act_dim, dims.n_obj, hidden=settings["hidden"], depth=settings["depth"],
-                       dropout=settings["dropout"], hyper_hidden=settings["hyper_hidden"],
-                       hyper_dim=settings["hyper_dim"], hyper_init=settings["hyper_init"], act_low=act_low,
-                       act_high=act_high, max_episode_steps=max_episode_steps)  # fmt: skip
+    return HyperPolicy(
+        dims.obs_dim,
+        dims.act_dim,
+        dims.n_obj,
+        hidden=settings["hidden"],
+        depth=settings["depth"],
+        dropout=settings["dropout"],
+        hyper_hidden=settings["hyper_hidden"],
+        hyper_dim=settings["hyper_dim"],
+        hyper_init=settings["hyper_init"],
+        act_low=act_low,
+        act_high=act_high,
+        max_episode_steps=max_episode_steps,
+    )
 
 
 class Learner(peda.ActionRegression):
     """MORvS-HN trained as MORvS(P): single steps, the action regression, AdamW with the warm-up."""
 
-    def __init__(self, model_name: str, data: peda.TrainingTensors, dims: Dims, settings: dict,
-                 device: torch.device, facts: dict):  # fmt: skip
+    def __init__(
+        self, model_name: str, data: peda.TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
         policy = network(dims, settings, facts["act_low"], facts["act_high"], facts["max_episode_steps"])
         super().__init__(policy.to(device), data, settings, device)
 
@@ -182,7 +206,15 @@ def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
     dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
     model = network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"])
     model.load_state_dict(ckpt["state_dict"], strict=True)
-    return Agent(model, model_name=ckpt["model_name"], kind="step", obs_mean=ckpt["obs_mean"],
-                 obs_std=ckpt["obs_std"], return_scale=ckpt["return_scale"],
-                 max_episode_steps=ckpt["max_episode_steps"], n_obj=ckpt["n_obj"], act_dim=ckpt["act_dim"],
-                 device=device)  # fmt: skip
+    return Agent(
+        model,
+        model_name=ckpt["model_name"],
+        kind="step",
+        obs_mean=ckpt["obs_mean"],
+        obs_std=ckpt["obs_std"],
+        return_scale=ckpt["return_scale"],
+        max_episode_steps=ckpt["max_episode_steps"],
+        n_obj=ckpt["n_obj"],
+        act_dim=ckpt["act_dim"],
+        device=device,
+    )

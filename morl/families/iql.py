@@ -102,8 +102,9 @@ def cosine_factor(total: int):
 class Learner(value.ValueLearner):
     critics = ("critic", "value")
 
-    def __init__(self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device,
-                 facts: dict):  # fmt: skip
+    def __init__(
+        self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
         super().__init__(data, settings)
         self.policy = _policy(model_name, dims, settings).to(device)
         nets = _critics(model_name, dims, settings)

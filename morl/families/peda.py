@@ -98,12 +98,16 @@ def check_settings(settings: dict[str, Any]) -> None:
     """What no single rule says: MODT's heads split its embedding evenly, and it is evaluated on at
     most the context it was trained on."""
     if settings["embed_dim"] % settings["n_head"]:
-        raise InputError(f"embed_dim ({settings['embed_dim']}) must be divisible by n_head ({settings['n_head']}): "
-                         "each attention head takes an equal share of the embedding")  # fmt: skip
+        raise InputError(
+            f"embed_dim ({settings['embed_dim']}) must be divisible by n_head ({settings['n_head']}): "
+            "each attention head takes an equal share of the embedding"
+        )
     if settings["eval_context_length"] > settings["context_length"]:
-        raise InputError(f"eval_context_length ({settings['eval_context_length']}) must be at most context_length "
-                         f"({settings['context_length']}): a model is evaluated on at most the context it was "
-                         "trained on")  # fmt: skip
+        raise InputError(
+            f"eval_context_length ({settings['eval_context_length']}) must be at most context_length "
+            f"({settings['context_length']}): a model is evaluated on at most the context it was "
+            "trained on"
+        )
 
 
 #: The training definitions a checkpoint records and an evaluation must agree with.
@@ -169,8 +173,11 @@ def prepare_tensors(
     mean, std = observation_stats(ds.observations) if stats is None else stats
     states = (ds.observations - mean) / std
     np.clip(states, -STATE_CLIP, STATE_CLIP, out=states)
-    actions = normalise_actions(ds.actions, [-1.0] * ds.act_dim if act_low is None else act_low,
-                                [1.0] * ds.act_dim if act_high is None else act_high)  # fmt: skip
+    actions = normalise_actions(
+        ds.actions,
+        [-1.0] * ds.act_dim if act_low is None else act_low,
+        [1.0] * ds.act_dim if act_high is None else act_high,
+    )
     rtg = returns_to_go(ds.rewards, ds.traj_starts, ds.traj_lengths)
     if rtg_definition == "weighted":
         g = ds.preferences.astype(np.float64) * rtg
@@ -296,9 +303,16 @@ def make_optimizer(model: torch.nn.Module, settings: dict, device: torch.device)
 # --------------------------------------------------------------------------- the training core's hooks
 def prepare(ds: Dataset, settings: dict, device: torch.device, stats, facts: dict) -> TrainingTensors:
     """The dataset as :class:`TrainingTensors` for the training core."""
-    return prepare_tensors(ds, settings["return_scale"], device, rtg_definition=settings["returns_to_go"],
-                           stats=stats, act_low=facts["act_low"], act_high=facts["act_high"],
-                           max_episode_steps=facts["max_episode_steps"])  # fmt: skip
+    return prepare_tensors(
+        ds,
+        settings["return_scale"],
+        device,
+        rtg_definition=settings["returns_to_go"],
+        stats=stats,
+        act_low=facts["act_low"],
+        act_high=facts["act_high"],
+        max_episode_steps=facts["max_episode_steps"],
+    )
 
 
 class ActionRegression(CoreLearner):
@@ -310,8 +324,16 @@ class ActionRegression(CoreLearner):
 
     policy_optimizer = "model"
 
-    def __init__(self, policy: torch.nn.Module, data: TrainingTensors, settings: dict, device: torch.device, *,
-                 context_length: int | None = None, clip: float = 0.0):  # fmt: skip
+    def __init__(
+        self,
+        policy: torch.nn.Module,
+        data: TrainingTensors,
+        settings: dict,
+        device: torch.device,
+        *,
+        context_length: int | None = None,
+        clip: float = 0.0,
+    ):
         super().__init__()
         self.data = data
         self.batch_size = settings["batch_size"]
@@ -349,14 +371,38 @@ class ActionRegression(CoreLearner):
 class Learner(ActionRegression):
     """One PEDA network trained by :class:`ActionRegression`; only MODT's gradients are clipped."""
 
-    def __init__(self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device,
-                 facts: dict):  # fmt: skip
-        policy = build_model(model_name, dims.obs_dim, dims.act_dim, dims.n_obj, settings,
-                             act_low=facts["act_low"], act_high=facts["act_high"],
-                             max_episode_steps=facts["max_episode_steps"]).to(device)  # fmt: skip
-        super().__init__(policy, data, settings, device, context_length=window_length(model_name, settings),
-                         clip=settings["grad_clip"] if is_transformer(model_name) else 0.0)  # fmt: skip
+    def __init__(
+        self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
+        policy = build_model(
+            model_name,
+            dims.obs_dim,
+            dims.act_dim,
+            dims.n_obj,
+            settings,
+            act_low=facts["act_low"],
+            act_high=facts["act_high"],
+            max_episode_steps=facts["max_episode_steps"],
+        ).to(device)
+        super().__init__(
+            policy,
+            data,
+            settings,
+            device,
+            context_length=window_length(model_name, settings),
+            clip=settings["grad_clip"] if is_transformer(model_name) else 0.0,
+        )
 
 
-__all__ = ["CHECKPOINT_KEYS", "DEFINITIONS", "FORMAT_VERSION", "READS_VERSIONS", "RULES", "Learner", "Settings",
-           "build_agent", "check_settings", "prepare"]  # fmt: skip
+__all__ = [
+    "CHECKPOINT_KEYS",
+    "DEFINITIONS",
+    "FORMAT_VERSION",
+    "READS_VERSIONS",
+    "RULES",
+    "Learner",
+    "Settings",
+    "build_agent",
+    "check_settings",
+    "prepare",
+]

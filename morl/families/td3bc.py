@@ -89,8 +89,9 @@ def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.
 class Learner(value.ValueLearner):
     critics = ("critic",)
 
-    def __init__(self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device,
-                 facts: dict):  # fmt: skip
+    def __init__(
+        self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
         super().__init__(data, settings)
         self.policy = _policy(model_name, dims, settings).to(device)
         self.critic = _critics(model_name, dims, settings)["critic"].to(device)

@@ -117,8 +117,11 @@ def prepare_transitions(
         np.clip(out, -STATE_CLIP, STATE_CLIP, out=out)
         return out
 
-    actions = normalise_actions(ds.actions, [-1.0] * ds.act_dim if act_low is None else act_low,
-                                [1.0] * ds.act_dim if act_high is None else act_high)  # fmt: skip
+    actions = normalise_actions(
+        ds.actions,
+        [-1.0] * ds.act_dim if act_low is None else act_low,
+        [1.0] * ds.act_dim if act_high is None else act_high,
+    )
     not_done = 1.0 - ds.terminals.astype(np.float32)[:, None]
 
     def to(x):
@@ -311,8 +314,9 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
 # --------------------------------------------------------------------------- learners
 def prepare(ds: Dataset, settings: dict, device: torch.device, stats, facts: dict) -> Transitions:
     """The training core's view of a dataset for a value-based family: :func:`prepare_transitions`."""
-    return prepare_transitions(ds, settings.get("reward_scale", 1.0), device, stats=stats, act_low=facts["act_low"],
-                               act_high=facts["act_high"])  # fmt: skip
+    return prepare_transitions(
+        ds, settings.get("reward_scale", 1.0), device, stats=stats, act_low=facts["act_low"], act_high=facts["act_high"]
+    )
 
 
 class ValueLearner(Learner):
@@ -351,9 +355,16 @@ def check_critics(ckpt: dict) -> None:
 def build_agent(policy: Policy, ckpt: dict, device: torch.device) -> ValueAgent:
     """The :class:`ValueAgent` of a checked checkpoint whose policy network is ``policy``."""
     policy.load_state_dict(ckpt["state_dict"], strict=True)
-    return ValueAgent(policy, obs_mean=ckpt["obs_mean"], obs_std=ckpt["obs_std"], act_low=ckpt["act_low"],
-                      act_high=ckpt["act_high"], n_obj=ckpt["n_obj"], max_episode_steps=ckpt["max_episode_steps"],
-                      device=device)  # fmt: skip
+    return ValueAgent(
+        policy,
+        obs_mean=ckpt["obs_mean"],
+        obs_std=ckpt["obs_std"],
+        act_low=ckpt["act_low"],
+        act_high=ckpt["act_high"],
+        n_obj=ckpt["n_obj"],
+        max_episode_steps=ckpt["max_episode_steps"],
+        device=device,
+    )
 
 
 def load_critics(family, path, build_critics) -> dict[str, nn.Module]:
