@@ -49,7 +49,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from morl.envs import ENV_SPECS, get_spec, load_model, reset_physics
 from morl.evaluate import evaluate_agent, initial_targets
 from morl.families import family
-from morl.families.peda_agent import Agent
+from morl.families.peda_agent import Agent, agent_kind
 from morl.families.peda_networks import build_model, is_transformer
 from morl.preferences import simplex_grid
 from morl.rollout import episode_seeds, rollout_sequential
@@ -98,10 +98,10 @@ def make_agent(name: str, env_id: str) -> Agent:
     torch.manual_seed(0)
     model = build_model(name, spec.obs_dim, spec.act_dim, spec.n_obj, hp, act_low=spec.act_low,
                         act_high=spec.act_high, max_episode_steps=spec.max_episode_steps)  # fmt: skip
-    return Agent(model, model_name=name, obs_mean=torch.zeros(spec.obs_dim), obs_std=torch.ones(spec.obs_dim),
-                 return_scale=hp["return_scale"], max_episode_steps=spec.max_episode_steps,
-                 context_length=hp["eval_context_length"], n_obj=spec.n_obj, act_dim=spec.act_dim,
-                 device=torch.device("cpu"))  # fmt: skip
+    return Agent(model, model_name=name, kind=agent_kind(name), obs_mean=torch.zeros(spec.obs_dim),
+                 obs_std=torch.ones(spec.obs_dim), return_scale=hp["return_scale"],
+                 max_episode_steps=spec.max_episode_steps, context_length=hp["eval_context_length"], n_obj=spec.n_obj,
+                 act_dim=spec.act_dim, device=torch.device("cpu"))  # fmt: skip
 
 
 def made_up_regression(n_obj: int) -> np.ndarray:

@@ -35,7 +35,7 @@ from morl.evaluate import (
     read_evaluation,
 )
 from morl.families import family, load_agent, train
-from morl.families.peda_agent import Agent
+from morl.families.peda_agent import Agent, agent_kind
 from morl.families.peda_networks import MODEL_NAMES, build_model
 from morl.preferences import default_divisions, simplex_grid
 from morl.rollout import BehaviorAgent, episode_seeds, rollout, rollout_sequential
@@ -115,6 +115,7 @@ def untrained_agent(name: str, env_id: str, seed: int = 0) -> Agent:
     return Agent(
         model,
         model_name=name,
+        kind=agent_kind(name),
         obs_mean=0.1 * torch.randn(spec.obs_dim, generator=gen),
         obs_std=0.5 + torch.rand(spec.obs_dim, generator=gen),
         return_scale=1e-3,

@@ -68,12 +68,12 @@ def test_paper_cpu_grid_dry_run(tmp_path):
 
 def test_unseen_preferences_grid_dry_run(tmp_path):
     """configs/unseen.yaml: three envs from their shipped policies, two datasets each, used complete and as
-    their shattered and narrow variants (derived, not collected), ten models, three seeds."""
+    their shattered and narrow variants (derived, not collected), twelve models, three seeds."""
     counts, _ = grid_dry_run("unseen.yaml", tmp_path)
     assert "behavior" not in counts and counts["behavior_front"] == 3
     assert counts["collect"] == 6 and counts["derive_coverage"] == 12
     assert counts["front_model"] == 6  # one per complete dataset, for MODULI's return deviation
-    assert counts["train"] == 540 and counts["evaluate"] == 540 and counts["aggregate"] == 1
+    assert counts["train"] == 648 and counts["evaluate"] == 648 and counts["aggregate"] == 1
 
 
 @pytest.mark.parametrize(

@@ -101,7 +101,8 @@ class Family:
 
 
 # The paper's column order follows from the registry order: the (P) models first, then the naive
-# ones; PEDA's first, the value-based after them in each group, as in PEDA's tables.
+# ones; PEDA's first, the value-based after them in each group, as in PEDA's tables; the families
+# that put the preference into the weights (MORvS-HN, MORvS-PML) sit with the (P) models, last.
 FAMILIES: tuple[Family, ...] = (
     Family("peda", "morl.families.peda", (
         Model("dt-p", "MODT(P)", color="tab:blue"), Model("rvs-p", "MORvS(P)", color="tab:orange"),
@@ -113,6 +114,9 @@ FAMILIES: tuple[Family, ...] = (
     ), "morl-cql-agent"),
     Family("td3bc", "morl.families.td3bc", (Model("td3bc-p", "TD3+BC(P)", color="tab:brown"),), "morl-td3bc-agent"),
     Family("iql", "morl.families.iql", (Model("iql-p", "IQL(P)", color="tab:gray"),), "morl-iql-agent"),
+    Family("hyper", "morl.families.hyper", (Model("rvs-hn", "MORvS-HN", conditioned=True),), "morl-hyper-agent"),
+    Family("manifold", "morl.families.manifold", (Model("rvs-pml", "MORvS-PML", conditioned=True),),
+           "morl-manifold-agent"),
 )  # fmt: skip
 
 

@@ -315,31 +315,33 @@ def prepare(ds: Dataset, settings: dict, device: torch.device, stats, facts: dic
     )
 
 
-class Learner(CoreLearner):
-    """One PEDA network, AdamW with the linear warm-up, and the supervised action regression."""
+class ActionRegression(CoreLearner):
+    """A policy network with PEDA's call signature, AdamW with the linear warm-up, and the supervised
+    action regression (:func:`batch_loss`) on batches of :func:`gather_batch`: single steps when
+    ``context_length`` is None (MORvS), windows otherwise; gradients clipped at ``clip`` (0: off).
+    Other families on PEDA's backbone (:mod:`morl.families.hyper`, :mod:`morl.families.manifold`)
+    learn with it too."""
 
     policy_optimizer = "model"
 
     def __init__(
-        self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+        self,
+        policy: torch.nn.Module,
+        data: TrainingTensors,
+        settings: dict,
+        device: torch.device,
+        *,
+        context_length: int | None = None,
+        clip: float = 0.0,
     ):
         super().__init__()
         self.data = data
         self.batch_size = settings["batch_size"]
-        self.context_length = window_length(model_name, settings)
-        self.clip = settings["grad_clip"] if is_transformer(model_name) else 0.0
+        self.context_length = context_length
+        self.clip = clip
         self.autocast = torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
         self.return_scale = settings["return_scale"]
-        self.policy = build_model(
-            model_name,
-            dims.obs_dim,
-            dims.act_dim,
-            dims.n_obj,
-            settings,
-            act_low=facts["act_low"],
-            act_high=facts["act_high"],
-            max_episode_steps=facts["max_episode_steps"],
-        ).to(device)
+        self.policy = policy
         opt, sched = make_optimizer(self.policy, settings, device)
         self.modules = {"model": self.policy}
         self.optimizers = {"model": opt}
@@ -364,6 +366,32 @@ class Learner(CoreLearner):
 
     def checkpoint_entries(self) -> dict[str, Any]:
         return {"return_scale": self.return_scale}
+
+
+class Learner(ActionRegression):
+    """One PEDA network trained by :class:`ActionRegression`; only MODT's gradients are clipped."""
+
+    def __init__(
+        self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
+        policy = build_model(
+            model_name,
+            dims.obs_dim,
+            dims.act_dim,
+            dims.n_obj,
+            settings,
+            act_low=facts["act_low"],
+            act_high=facts["act_high"],
+            max_episode_steps=facts["max_episode_steps"],
+        ).to(device)
+        super().__init__(
+            policy,
+            data,
+            settings,
+            device,
+            context_length=window_length(model_name, settings),
+            clip=settings["grad_clip"] if is_transformer(model_name) else 0.0,
+        )
 
 
 __all__ = [

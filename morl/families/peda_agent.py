@@ -1,4 +1,4 @@
-"""PEDA's trained agents as batched policies for evaluation.
+"""PEDA's trained agents, and other networks with their call signature, as batched policies for evaluation.
 
 :func:`build_agent` makes, from a checked final checkpoint (:func:`morl.trainer.load_agent`),
 an :class:`Agent` that acts for ``B`` environments at once (one network forward per step for
@@ -17,6 +17,16 @@ States are normalised with the checkpoint's statistics and clipped to [-10, 10] 
 MODT keeps, per slot, the last ``eval_context_length`` steps of (g, s, a), actions in the [-1, 1]
 units it was trained on; BC the last ``context_length`` states, left-padded with zeros. All slots
 share the timestep because they start together.
+
+What the agent feeds its network is its ``kind`` (:data:`KINDS`), not the model's name:
+
+- ``window``: MODT's rolling window of (g, s, a) tokens and their timesteps;
+- ``stacked``: BC's last ``model.history`` states, left-padded with zeros, and ``w``;
+- ``step``: one step, ``model(s, None, w, g, t)`` (MORvS, and any network with MORvS's inputs,
+  e.g. the families that put ``w`` into the weights, :mod:`morl.families.hyper` and
+  :mod:`morl.families.manifold`).
+
+PEDA's :func:`build_agent` derives the kind from the model's name (:func:`agent_kind`).
 """
 
 from __future__ import annotations
@@ -30,12 +40,22 @@ from morl.families.peda_networks import build_model, is_bc, is_transformer
 from morl.rollout import as_batch
 from morl.trainer import STATE_CLIP
 
+#: What an agent feeds its network each step (module docstring).
+KINDS = ("window", "stacked", "step")
+
+
+def agent_kind(model_name: str) -> str:
+    """The kind of agent one of PEDA's models acts as: MODT a window, BC stacked states, MORvS a step."""
+    return "window" if is_transformer(model_name) else "stacked" if is_bc(model_name) else "step"
+
 
 class Agent:
     """A batched, deterministic policy for evaluation (eval mode, no gradients).
 
     ``reset(preferences, target_returns)`` starts ``B`` episodes; then alternate
-    ``act(obs)`` and ``observe(actions, rewards)`` once per environment step.
+    ``act(obs)`` and ``observe(actions, rewards)`` once per environment step. ``kind`` (one of
+    :data:`KINDS`) says what the network is fed; ``context_length`` is the window of a ``window``
+    agent (a ``stacked`` one takes its network's ``history``, a ``step`` one needs none).
     """
 
     def __init__(
@@ -43,11 +63,12 @@ class Agent:
         model: torch.nn.Module,
         *,
         model_name: str,
+        kind: str,
         obs_mean: torch.Tensor,
         obs_std: torch.Tensor,
         return_scale: float,
         max_episode_steps: int,
-        context_length: int,
+        context_length: int = 1,
         n_obj: int,
         act_dim: int,
         device: torch.device,
@@ -59,8 +80,11 @@ class Agent:
         self.obs_std = obs_std.to(device=device, dtype=torch.float32)
         self.return_scale = float(return_scale)
         self.max_episode_steps = int(max_episode_steps)
-        self.is_transformer = is_transformer(model_name)
-        self.is_bc = is_bc(model_name)
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        self.kind = kind
+        self.is_transformer = kind == "window"
+        self.is_bc = kind == "stacked"
         # MODT's rolling context; BC's window is the one its network was built for.
         self.context_length = int(model.history if self.is_bc else context_length)
         self._to_unit = model.action_head.to_unit  # observed actions -> MODT's [-1, 1] action tokens
@@ -179,6 +203,7 @@ def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
     return Agent(
         model,
         model_name=ckpt["model_name"],
+        kind=agent_kind(ckpt["model_name"]),
         obs_mean=ckpt["obs_mean"],
         obs_std=ckpt["obs_std"],
         return_scale=ckpt["return_scale"],

@@ -67,26 +67,49 @@ def uses_preference(name: str) -> bool:
     return check_model_name(name).endswith("-p")
 
 
-class ActionHead(nn.Module):
-    """Linear layer, tanh, then an affine map onto the box ``[act_low, act_high]``."""
+def average_return_to_go(returns_to_go: torch.Tensor, timesteps: torch.Tensor, max_episode_steps: int) -> torch.Tensor:
+    """MORvS's conditioning: g_t (B, n_obj) divided by the steps left, ``T - t`` (at least 1), t (B,)."""
+    steps_left = (max_episode_steps - timesteps).clamp(min=1).to(returns_to_go.dtype)
+    return returns_to_go / steps_left.unsqueeze(-1)
 
-    def __init__(self, in_dim: int, act_low: Sequence[float], act_high: Sequence[float]):
+
+class ActionBox(nn.Module):
+    """The action box ``[act_low, act_high]``: pre-activations squashed onto it by a tanh, and
+    actions mapped back onto the tanh's [-1, 1] (for networks whose last layer is computed
+    elsewhere, e.g. from weights generated per sample)."""
+
+    def __init__(self, act_low: Sequence[float], act_high: Sequence[float]):
         super().__init__()
         low = torch.as_tensor(act_low, dtype=torch.float32)
         high = torch.as_tensor(act_high, dtype=torch.float32)
         if low.ndim != 1 or low.shape != high.shape or not torch.all(high > low):
             raise ValueError(f"invalid action bounds low={list(act_low)} high={list(act_high)}")
-        self.linear = nn.Linear(in_dim, low.shape[0])
         self.register_buffer("act_center", (high + low) / 2)
         self.register_buffer("act_half_range", (high - low) / 2)
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.act_center + self.act_half_range * torch.tanh(self.linear(h))
+    @property
+    def act_dim(self) -> int:
+        return int(self.act_center.shape[0])
+
+    def squash(self, pre: torch.Tensor) -> torch.Tensor:
+        """``center + half_range * tanh(pre)``: actions inside the box."""
+        return self.act_center + self.act_half_range * torch.tanh(pre)
 
     def to_unit(self, actions: torch.Tensor) -> torch.Tensor:
         """Actions in the tanh's units: the box ``[act_low, act_high]`` mapped onto [-1, 1] (for
         bounds symmetric about 0, as in D4MORL, this is ``a / act_high``)."""
         return (actions - self.act_center) / self.act_half_range
+
+
+class ActionHead(ActionBox):
+    """Linear layer, tanh, then an affine map onto the box ``[act_low, act_high]``."""
+
+    def __init__(self, in_dim: int, act_low: Sequence[float], act_high: Sequence[float]):
+        super().__init__(act_low, act_high)
+        self.linear = nn.Linear(in_dim, self.act_dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.squash(self.linear(h))
 
 
 class MLPPolicy(nn.Module):
@@ -131,8 +154,7 @@ class MLPPolicy(nn.Module):
 
     def average_return_to_go(self, returns_to_go: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
         """MORvS's conditioning: g_t divided by the number of steps left, ``T - t`` (at least 1)."""
-        steps_left = (self.max_episode_steps - timesteps).clamp(min=1).to(returns_to_go.dtype)
-        return returns_to_go / steps_left.unsqueeze(-1)
+        return average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)
 
     def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
         """Predict one action per row; ``actions`` are unused.

@@ -1,0 +1,190 @@
+"""MORvS-PML (``rvs-pml``): MORvS with one weight set per objective, the policy for a preference
+w using the w-weighted combination of the sets.
+
+Source: Pareto Manifold Learning (N. Dimitriadis, P. Frossard, F. Fleuret, "Pareto Manifold
+Learning: Tackling multiple tasks via ensembles of single-task models", ICML 2023; code
+github.com/nik-dim/pamal, ``src/ll/weight_ensemble.py`` and ``src/ll/subspace_modules.py`` at
+e915a9b, the experiments' ``configs/experiment/*/method/pamal.yaml`` at 497622e):
+an ensemble in weight space, one member per task, whose convex combinations
+``theta(alpha) = sum_i alpha_i theta_i`` trace a continuous Pareto front. The backbone, the data
+and the training are PEDA's MORvS(P) (:mod:`morl.families.peda`, ``docs/protocol.md``).
+
+The policy (:class:`ManifoldPolicy`): ``n_obj`` copies ``theta_i`` of MORvS's network (``depth``
+layers of width ``hidden``, ReLU and dropout, the tanh action head) on MORvS's inputs without w,
+``[s_t, g_t / (T - t)]`` (the return-to-go still carries the preference: see
+:mod:`morl.families.hyper`). Every linear layer, head included, uses the combined weights
+``sum_i w_i W_i`` and bias ``sum_i w_i b_i`` of the sample's own preference, computed per sample
+as ``sum_i w_i (W_i x + b_i)``, which is exact for a linear layer: one matrix product of the batch
+with the stacked sets and a contraction with w; the nonlinearities follow the combined layer, so
+the network for w is exactly MORvS with weights theta(w). A step costs about ``n_obj`` MORvS steps.
+At a corner of the simplex the policy is one weight set alone (:meth:`ManifoldPolicy.member_state_dict`).
+
+Initialisation: the weight sets are initialised independently, each as MORvS's layers (PyTorch's
+default for a linear layer), as PML's code does in all five of its experiments' configurations
+(``reinit_flag: true``, "each ensemble member is initialized independently";
+``SubspaceModule._create_new_`` resets each copy). The paper's own text could not be consulted
+here; we follow the code.
+
+Departures, each with its reason:
+
+- PML draws one combination ``alpha ~ Dirichlet(p)`` per batch and weights the task losses by it;
+  offline, every transition already carries the behaviour preference it was collected under, so
+  each sample uses its own preference as its coefficients, and the loss is PEDA's one action
+  regression (the objectives enter through the data, not through a weighting of losses);
+- PML's multi-forward regularisation (several alphas per batch, a penalty on task losses that do
+  not fall as their task's weight grows; ``reg_coefficient`` 0 to 5 in its configurations) is left
+  out: it orders per-task losses, and the one action regression here has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from morl.families import peda
+from morl.families.peda_agent import Agent
+from morl.families.peda_networks import ActionBox, average_return_to_go
+from morl.trainer import Dims
+
+DEFINITIONS = ("returns_to_go", "statistics_from")  # PEDA's training definitions
+FORMAT_VERSION = 1
+READS_VERSIONS = (1,)
+CHECKPOINT_KEYS = ("return_scale", "returns_to_go")  # as PEDA's: the agent applies the scale itself
+prepare = peda.prepare  # PEDA's data: normalised states, [-1, 1] actions, its returns-to-go
+
+
+@dataclass(frozen=True)
+class Settings:
+    """MORvS(P)'s settings, PEDA's defaults; the number of weight sets is the number of objectives."""
+
+    steps: int = 100_000  # optimiser steps; PEDA's MORvS budget (PEDA's code)
+    batch_size: int = 64  # single steps per batch (PEDA's code)
+    lr: float = 1e-4  # AdamW learning rate (PEDA's code)
+    weight_decay: float = 1e-3  # AdamW weight decay, every weight set (PEDA's code)
+    warmup_steps: int = 10_000  # linear learning-rate warm-up (PEDA's code)
+    return_scale: float = 1e-3  # returns-to-go are multiplied by this (PEDA's code, D4MORL's scale)
+    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not PEDA's
+    hidden: int = 512  # width of each weight set's hidden layers (PEDA's MORvS)
+    depth: int = 3  # hidden layers of each weight set (PEDA's MORvS)
+    dropout: float = 0.1  # dropout after every hidden layer (PEDA's code)
+    returns_to_go: str = "peda"  # peda: PEDA's code's definitions; weighted: w * R (morl.families.peda)
+    statistics_from: str = "expert-high"  # state statistics of the env's expert High-H data, as PEDA's code
+
+
+#: The ranges of the settings shared with MORvS(P) are PEDA's.
+SHARED_RULES = ("warmup_steps", "lr", "weight_decay", "return_scale", "hidden", "depth", "dropout", "returns_to_go")
+RULES = {k: peda.RULES[k] for k in SHARED_RULES}
+
+
+class CombinedLinear(nn.Module):
+    """``n`` linear layers (``weight`` (n, out, in), ``bias`` (n, out)), applied to each sample with
+    the weights ``sum_i c_i W_i`` and bias ``sum_i c_i b_i`` of its coefficients c (B, n)."""
+
+    def __init__(self, in_dim: int, out_dim: int, n: int):
+        super().__init__()
+        members = [nn.Linear(in_dim, out_dim) for _ in range(n)]  # each initialised independently
+        self.weight = nn.Parameter(torch.stack([m.weight.detach() for m in members]))
+        self.bias = nn.Parameter(torch.stack([m.bias.detach() for m in members]))
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """x (B, in), c (B, n) -> (B, out): ``sum_i c_i (W_i x + b_i)``, i.e. the combined layer on x."""
+        n, out_dim, in_dim = self.weight.shape
+        per_set = (x @ self.weight.reshape(n * out_dim, in_dim).T).view(-1, n, out_dim) + self.bias
+        return torch.einsum("bn,bno->bo", c, per_set)
+
+
+class ManifoldPolicy(nn.Module):
+    """MORvS-PML's network (module docstring), with PEDA's call signature
+    ``model(states, actions, preferences, returns_to_go, timesteps, mask=None)`` on single steps."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        n_obj: int,
+        *,
+        hidden: int,
+        depth: int,
+        dropout: float,
+        act_low: Sequence[float],
+        act_high: Sequence[float],
+        max_episode_steps: int,
+    ):
+        super().__init__()
+        if len(act_low) != act_dim:
+            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
+        self.max_episode_steps = int(max_episode_steps)
+        in_dim = obs_dim + n_obj
+        self.layers = nn.ModuleList(CombinedLinear(in_dim if i == 0 else hidden, hidden, n_obj) for i in range(depth))
+        self.dropout = nn.Dropout(dropout)
+        self.head = CombinedLinear(hidden, act_dim, n_obj)
+        self.action_head = ActionBox(act_low, act_high)
+
+    def member_state_dict(self, i: int) -> dict[str, torch.Tensor]:
+        """Weight set ``i`` as the state dict of PEDA's MORvS (``rvs``: ``MLPPolicy`` without w, with
+        the same ``hidden``, ``depth`` and action bounds)."""
+        out = {
+            "action_head.act_center": self.action_head.act_center,
+            "action_head.act_half_range": self.action_head.act_half_range,
+        }
+        for j, layer in enumerate(self.layers):
+            out[f"trunk.{3 * j}.weight"], out[f"trunk.{3 * j}.bias"] = layer.weight[i], layer.bias[i]
+        out["action_head.linear.weight"], out["action_head.linear.bias"] = self.head.weight[i], self.head.bias[i]
+        return {k: v.detach().clone() for k, v in out.items()}
+
+    def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
+        """One action per row: states (B, obs_dim), preferences (B, n_obj) the combination's
+        coefficients, returns_to_go (B, n_obj) the scaled g_t, timesteps (B,) -> (B, act_dim) in the
+        action box; ``actions`` are unused."""
+        h = torch.cat([states, average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)], dim=-1)
+        c = preferences.to(h.dtype)
+        for layer in self.layers:
+            h = self.dropout(torch.relu(layer(h, c)))
+        return self.action_head.squash(self.head(h, c))
+
+
+def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: int) -> ManifoldPolicy:
+    return ManifoldPolicy(
+        dims.obs_dim,
+        dims.act_dim,
+        dims.n_obj,
+        hidden=settings["hidden"],
+        depth=settings["depth"],
+        dropout=settings["dropout"],
+        act_low=act_low,
+        act_high=act_high,
+        max_episode_steps=max_episode_steps,
+    )
+
+
+class Learner(peda.ActionRegression):
+    """MORvS-PML trained as MORvS(P): single steps, the action regression, AdamW with the warm-up."""
+
+    def __init__(
+        self, model_name: str, data: peda.TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+    ):
+        policy = network(dims, settings, facts["act_low"], facts["act_high"], facts["max_episode_steps"])
+        super().__init__(policy.to(device), data, settings, device)
+
+
+def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
+    """A step agent (MORvS(P)'s evaluation) of a checked final checkpoint."""
+    dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
+    model = network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"])
+    model.load_state_dict(ckpt["state_dict"], strict=True)
+    return Agent(
+        model,
+        model_name=ckpt["model_name"],
+        kind="step",
+        obs_mean=ckpt["obs_mean"],
+        obs_std=ckpt["obs_std"],
+        return_scale=ckpt["return_scale"],
+        max_episode_steps=ckpt["max_episode_steps"],
+        n_obj=ckpt["n_obj"],
+        act_dim=ckpt["act_dim"],
+        device=device,
+    )
