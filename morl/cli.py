@@ -196,8 +196,9 @@ def cmd_aggregate(args) -> int:
 
 
 def cmd_merge_slices(args) -> int:
-    from morl.config import load_config
+    from morl.config import behavior_settings, load_config
     from morl.errors import InputError
+    from morl.shipped import listed_checksums, shipped_policy_path
     from morl.slices import merge_slices
 
     config = load_config(args.config)
@@ -206,7 +207,12 @@ def cmd_merge_slices(args) -> int:
     coverages = ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
     rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
             for c in coverages]  # fmt: skip
-    outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"])
+    # the shipped behavior policies the config uses now: a slice made from another one is stale
+    checksums = listed_checksums()
+    behaviors = {e: checksums.get(shipped_policy_path(e).name) for e in config["envs"]
+                 if behavior_settings(config, e)["shipped"]}  # fmt: skip
+    outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"],
+                           behaviors={e: h for e, h in behaviors.items() if h})  # fmt: skip
     print(Path(outputs["results"]).read_text())
     return 0
 

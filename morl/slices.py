@@ -160,15 +160,35 @@ def slice_files(slices_dir: str | os.PathLike) -> dict[str, list[str]]:
     }
 
 
+def check_behaviors(slices_dir: str | os.PathLike, behaviors: dict[str, str]) -> None:
+    """Refuse a slice whose data came from another behavior policy than ``behaviors`` says its env
+    uses now (env -> SHA-256 of the policy file): its rows would describe data the grid no longer
+    has, so the slice must be run again."""
+    for path in sorted(Path(slices_dir).glob(f"*/{PROVENANCE}")):
+        info = json.loads(path.read_text())
+        expected = behaviors.get(info.get("env"))
+        recorded = {b.get("sha256") for b in info.get("behavior", [])}
+        if expected is not None and recorded != {expected}:
+            raise InputError(
+                f"{path.parent}: the slice's data came from behavior policy sha256 "
+                f"{', '.join(sorted(map(str, recorded)))}, but {info.get('env')} now uses {expected}; run the env "
+                "again and export its slice anew"
+            )
+
+
 def merge_slices(
     slices_dir: str | os.PathLike,
     out_dir: str | os.PathLike,
     datasets: Sequence[tuple[str, str, str]] | None = None,
     models: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
+    behaviors: dict[str, str] | None = None,
 ) -> dict[str, Path]:
     """The tables and plots of every slice in ``slices_dir``, written to ``out_dir`` (the arguments of
-    :func:`morl.aggregate.aggregate`: the config's rows, columns and seeds)."""
+    :func:`morl.aggregate.aggregate`: the config's rows, columns and seeds). ``behaviors``: env ->
+    SHA-256 of the behavior policy it uses now; a slice made from another is refused."""
+    if behaviors:
+        check_behaviors(slices_dir, behaviors)
     found = slice_files(slices_dir)
     curves = {e: c for e, c in zip(found["evaluations"], found["curves"]) if Path(c).is_file()}
     return aggregate(found["evaluations"], found["fronts"], out_dir, datasets=datasets, models=models, seeds=seeds,

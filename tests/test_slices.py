@@ -1,0 +1,48 @@
+"""Slices of a grid: stale ones refused, and the committed paper-cpu tables rebuilt from the committed slices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from morl.cli import main
+from morl.errors import InputError
+from morl.slices import PROVENANCE, check_behaviors, slice_files
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER_CPU = ROOT / "docs" / "paper-cpu"
+
+
+def write_slice(root: Path, env: str, sha: str) -> Path:
+    (root / env).mkdir(parents=True)
+    (root / env / PROVENANCE).write_text(json.dumps({"env": env, "behavior": [{"method": "pgmorl", "sha256": sha}]}))
+    return root / env
+
+
+def test_a_slice_from_another_behavior_policy_is_refused_naming_it(tmp_path):
+    write_slice(tmp_path, "MO-HalfCheetah-v2", "a" * 64)
+    check_behaviors(tmp_path, {"MO-HalfCheetah-v2": "a" * 64, "MO-Hopper-v2": "c" * 64})
+    with pytest.raises(InputError, match=r"MO-HalfCheetah-v2: the slice's data came from behavior policy sha256 a+, "
+                       r"but MO-HalfCheetah-v2 now uses b+; run the env again"):  # fmt: skip
+        check_behaviors(tmp_path, {"MO-HalfCheetah-v2": "b" * 64})
+
+
+def test_no_slice_is_an_error_not_empty_tables(tmp_path):
+    with pytest.raises(InputError, match="holds no slice"):
+        slice_files(tmp_path)
+    with pytest.raises(InputError, match="no slices folder"):
+        slice_files(tmp_path / "absent")
+
+
+@pytest.mark.skipif(not (PAPER_CPU / "runs").is_dir(), reason="no slice of configs/paper-cpu.yaml is committed yet")
+def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_path):
+    """docs/paper-cpu holds the tables and plots `morl merge-slices` makes from docs/paper-cpu/runs."""
+    out = tmp_path / "merged"
+    argv = ["merge-slices", "--config", str(ROOT / "configs/paper-cpu.yaml"), "--slices", str(PAPER_CPU / "runs")]
+    assert main([*argv, "--out-dir", str(out)]) == 0
+    made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
+    assert made
+    differ = [str(f) for f in made if (PAPER_CPU / f).read_bytes() != (out / f).read_bytes()]
+    assert not differ, differ
