@@ -51,7 +51,7 @@ from torch import nn
 
 from morl import settings as rules
 from morl.families import peda
-from morl.families.peda_agent import Agent
+from morl.families.peda_agent import Agent, step_agent
 from morl.families.peda_networks import ActionBox, average_return_to_go
 from morl.trainer import Dims
 
@@ -204,17 +204,6 @@ class Learner(peda.ActionRegression):
 def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
     """A step agent (MORvS(P)'s evaluation) of a checked final checkpoint."""
     dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
-    model = network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"])
-    model.load_state_dict(ckpt["state_dict"], strict=True)
-    return Agent(
-        model,
-        model_name=ckpt["model_name"],
-        kind="step",
-        obs_mean=ckpt["obs_mean"],
-        obs_std=ckpt["obs_std"],
-        return_scale=ckpt["return_scale"],
-        max_episode_steps=ckpt["max_episode_steps"],
-        n_obj=ckpt["n_obj"],
-        act_dim=ckpt["act_dim"],
-        device=device,
+    return step_agent(
+        network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"]), ckpt, device
     )

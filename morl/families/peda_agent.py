@@ -213,3 +213,21 @@ def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
         act_dim=ckpt["act_dim"],
         device=device,
     )
+
+
+def step_agent(model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device) -> Agent:
+    """The step agent (MORvS(P)'s evaluation) of a checked final checkpoint whose network is ``model``
+    (of a family on MORvS's backbone), its weights loaded from the checkpoint."""
+    model.load_state_dict(ckpt["state_dict"], strict=True)
+    return Agent(
+        model,
+        model_name=ckpt["model_name"],
+        kind="step",
+        obs_mean=ckpt["obs_mean"],
+        obs_std=ckpt["obs_std"],
+        return_scale=ckpt["return_scale"],
+        max_episode_steps=ckpt["max_episode_steps"],
+        n_obj=ckpt["n_obj"],
+        act_dim=ckpt["act_dim"],
+        device=device,
+    )
