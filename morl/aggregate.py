@@ -355,14 +355,16 @@ def _check_comparable(model_evals, behavior_evals) -> None:
                 )
             grids.setdefault(env, (points, path))
     for path, meta in model_evals:
-        hp = meta.get("train_settings")
-        if hp is None:
+        run_settings = meta.get("train_settings")
+        if run_settings is None:
             continue
         group = (meta.get("env_id"), meta.get("quality"), entropy_label(meta), meta.get("model"))
-        if group in settings and settings[group][0] != hp:
-            first_hp, first = settings[group]
-            diff = sorted(k for k in set(first_hp) | set(hp) if first_hp.get(k) != hp.get(k))
-            shown = ", ".join(f"{k} {first_hp.get(k)!r} vs {hp.get(k)!r}" for k in diff[:4])
+        if group in settings and settings[group][0] != run_settings:
+            first_settings, first = settings[group]
+            diff = sorted(
+                k for k in set(first_settings) | set(run_settings) if first_settings.get(k) != run_settings.get(k)
+            )
+            shown = ", ".join(f"{k} {first_settings.get(k)!r} vs {run_settings.get(k)!r}" for k in diff[:4])
             raise FileMismatchError(
                 first,
                 path,
@@ -372,7 +374,7 @@ def _check_comparable(model_evals, behavior_evals) -> None:
                     "cell's seeds must differ in the seed only"
                 ],
             )
-        settings.setdefault(group, (hp, path))
+        settings.setdefault(group, (run_settings, path))
 
 
 def _run_key(meta: dict) -> tuple:

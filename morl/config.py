@@ -423,11 +423,11 @@ def coverage_settings(config: dict[str, Any]) -> dict[str, Any]:
 def _check_behavior_method(config: dict[str, Any], env_id: str, source) -> None:
     """The behavior settings of ``env_id`` can train: TD3's keys present for td3, PGMORL's
     settings consistent and the env a D4MORL task for pgmorl."""
-    hp = behavior_settings(config, env_id)
-    if hp["shipped"]:
+    settings = behavior_settings(config, env_id)
+    if settings["shipped"]:
         return
-    if hp["method"] == "td3":
-        missing = [k for k in _setting_keys("behavior") if k not in hp and k not in ("shipped", "method")]
+    if settings["method"] == "td3":
+        missing = [k for k in _setting_keys("behavior") if k not in settings and k not in ("shipped", "method")]
         if missing:
             raise ConfigError(
                 f"{source}: behavior: {env_id} trains with method td3, which needs "
@@ -447,7 +447,7 @@ def _check_behavior_method(config: dict[str, Any], env_id: str, source) -> None:
             "use method td3 for it (a behavior.overrides entry can set it for some envs)"
         )
     try:
-        PGMORLSettings.from_config(hp["pgmorl"]).check()
+        PGMORLSettings.from_config(settings["pgmorl"]).check()
     except InputError as exc:
         raise ConfigError(f"{source}: {exc} (for {env_id})") from None
 
@@ -458,12 +458,12 @@ def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
     keys = _setting_keys("behavior")
     # shipped and method are optional (defaults false and td3); pgmorl: PGMORL's section, which an
     # override updates key by key
-    hp = {"shipped": False, "method": "td3", **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior}}
+    settings = {"shipped": False, "method": "td3", **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior}}
     pgmorl = copy.deepcopy(behavior.get("pgmorl", {}))
     for ov in behavior.get("overrides", []):
         if env_id in ov["envs"]:
-            hp.update({k: v for k, v in ov.items() if k in keys})
+            settings.update({k: v for k, v in ov.items() if k in keys})
             pgmorl.update(ov.get("pgmorl", {}))
-    if hp["method"] == "pgmorl":
-        hp["pgmorl"] = pgmorl
-    return hp
+    if settings["method"] == "pgmorl":
+        settings["pgmorl"] = pgmorl
+    return settings
