@@ -46,8 +46,9 @@ def _relative(path: Path, results_dir: Path, env: str) -> Path:
 
 def _git_commit(directory: Path) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=30)  # fmt: skip
+        out = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -191,5 +192,41 @@ def merge_slices(
         check_behaviors(slices_dir, behaviors)
     found = slice_files(slices_dir)
     curves = {e: c for e, c in zip(found["evaluations"], found["curves"]) if Path(c).is_file()}
-    return aggregate(found["evaluations"], found["fronts"], out_dir, datasets=datasets, models=models, seeds=seeds,
-                     curves=curves, front_models=found["front_models"])  # fmt: skip
+    out = aggregate(
+        found["evaluations"],
+        found["fronts"],
+        out_dir,
+        datasets=datasets,
+        models=models,
+        seeds=seeds,
+        curves=curves,
+        front_models=found["front_models"],
+    )
+    out["slices"] = Path(out_dir) / "slices.md"
+    text = provenance_table(slices_dir)
+    atomic_write(out["slices"], lambda t: Path(t).write_text(text))
+    return out
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def provenance_table(slices_dir: str | os.PathLike) -> str:
+    """A Markdown table of where each slice came from (its ``SLICE.json``s): env, runs, behavior
+    policy, commit, date, machine and the wall time of each stage (summed over its jobs)."""
+    rows = [
+        "| env | runs | behavior policy | commit | exported | machine | wall time per stage |",
+        "|---|---:|---|---|---|---|---|",
+    ]
+    for path in sorted(Path(slices_dir).glob(f"*/{PROVENANCE}")):
+        info = json.loads(path.read_text())
+        behavior = "; ".join(f"{b.get('method')} `{str(b.get('sha256'))[:12]}`" for b in info.get("behavior", []))
+        machine = info.get("machine", {})
+        stages = ", ".join(f"{k} {_duration(v)}" for k, v in info.get("wall_seconds", {}).items())
+        rows.append(
+            f"| {info.get('env')} | {info.get('runs')} | {behavior} | {str(info.get('commit'))[:7]} "
+            f"| {info.get('exported')} | {machine.get('cpu')}, {machine.get('cores')} cores | {stages} |"
+        )
+    return "\n".join(rows) + "\n"
