@@ -39,6 +39,8 @@ CURVE = os.path.join(RUN, "curve.csv")
 EVALUATION = os.path.join(RUN, "eval.parquet")
 EVAL_SUMMARY = os.path.join(RUN, "summary.json")
 TABLES = os.path.join(R, "tables")
+# Each env's finished results that the tables need, to be committed (rules/slices.smk).
+SLICES = config.get("slices_dir") or os.path.join(R, "slices")
 PARTIAL_TABLES = os.path.join(R, "tables_partial")
 LOGS = os.path.join(R, "logs")
 BENCH = os.path.join(R, "benchmarks")
@@ -128,6 +130,11 @@ def all_curves():
         model=config["models"],
         seed=config["seeds"],
     )
+
+
+def of_env(paths, env):
+    """The paths of ``paths`` that lie in ``env``'s results folder."""
+    return [p for p in paths if p.startswith(os.path.join(R, env, ""))]
 
 
 def runs_on_disk(wildcards=None):

@@ -2,24 +2,16 @@
 # (morl.slices; README, "Splitting a grid into slices").
 import os
 
-SLICES = config.get("slices_dir") or os.path.join(R, "slices")
-
-
-def env_runs(env, pattern):
-    return [
-        p for p in (all_evaluations() if pattern == "eval" else all_curves()) if p.startswith(os.path.join(R, env, ""))
-    ]
-
 
 rule slice:
     """Copy what the tables need of one env's runs (evaluations, curves, behavior front, front
     models, dataset cards) into the slices folder, with where and how the slice was made."""
     input:
-        evaluations=lambda wc: env_runs(wc.env, "eval"),
-        curves=lambda wc: env_runs(wc.env, "curve"),
+        evaluations=lambda wc: of_env(all_evaluations(), wc.env),
+        curves=lambda wc: of_env(all_curves(), wc.env),
         front=BEHAVIOR_FRONT,
         datasets=lambda wc: [dataset_file(wc.env, q, h) for q in config["qualities"] for h in config["entropies"]],
-        front_models=lambda wc: [m for m in all_front_models() if m.startswith(os.path.join(R, wc.env, ""))],
+        front_models=lambda wc: of_env(all_front_models(), wc.env),
     output:
         directory(os.path.join(SLICES, "{env}")),
     log:
@@ -28,7 +20,8 @@ rule slice:
         "../envs/morl.yaml"
     threads: 1
     params:
-        results=R,
+        # the results folder: the behavior front lies at <results>/<env>/behavior/front.parquet
+        results=lambda wc, input: os.path.dirname(os.path.dirname(os.path.dirname(input.front))),
         bench=BENCH,
         configfile=workflow.configfiles[0] if workflow.configfiles else None,
     script:
