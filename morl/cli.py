@@ -202,8 +202,9 @@ def cmd_merge_slices(args) -> int:
     from morl.slices import merge_slices
 
     config = load_config(args.config)
-    if Path(args.out_dir).resolve() in (Path(args.slices).resolve(), *Path(args.slices).resolve().parents):
-        raise InputError(f"{args.out_dir}: the tables must not be written over the slices folder {args.slices}")
+    out, slices = Path(args.out_dir).resolve(), Path(args.slices).resolve()
+    if out == slices or slices in out.parents:
+        raise InputError(f"{args.out_dir}: the tables must not be written into the slices folder {args.slices}")
     coverages = ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
     rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
             for c in coverages]  # fmt: skip

@@ -43,6 +43,9 @@ def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_p
     argv = ["merge-slices", "--config", str(ROOT / "configs/paper-cpu.yaml"), "--slices", str(PAPER_CPU / "runs")]
     assert main([*argv, "--out-dir", str(out)]) == 0
     made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
-    assert made
-    differ = [str(f) for f in made if (PAPER_CPU / f).read_bytes() != (out / f).read_bytes()]
-    assert not differ, differ
+    assert made and all((PAPER_CPU / f).is_file() for f in made)
+    # the tables byte for byte; the figures (and the page that embeds them) depend on the fonts and
+    # the renderer of the machine that draws them, so they are checked to be there, not for bytes
+    tables = [f for f in made if f.parts[0] != "plots" and f.suffix != ".html"]
+    differ = [str(f) for f in tables if (PAPER_CPU / f).read_bytes() != (out / f).read_bytes()]
+    assert tables and not differ, differ
