@@ -4,8 +4,8 @@
 ``(B, act_dim)`` array of actions and returns ``(B, obs_dim)`` observations, ``(B, n_obj)``
 reward vectors and ``(B,)`` done flags.
 
-**Same trajectories as single environments.** For a D4MORL task the slots hold one ``MjData``
-each and use the same module-level functions as :class:`morl.envs.gym_env.MOMujocoEnv` (reset noise,
+**Same trajectories as single environments.** For a D4MORL task the slots are rows of MuJoCo
+full-physics state, stepped by ``mujoco.rollout``, and use the same module-level functions as :class:`morl.envs.gym_env.MOMujocoEnv` (reset noise,
 physics step, reward vector, termination, observation), so slot ``i`` reset with seed ``s`` and
 fed the same actions follows exactly the trajectory of ``MOMujocoEnv(env_id)`` reset with
 ``seed=s``.  Other tasks (MO-Gymnasium ids) hold one gymnasium environment per slot.
