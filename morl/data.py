@@ -390,15 +390,34 @@ def _read_columns(pf: pq.ParquetFile, out: dict[str, np.ndarray], path) -> None:
         )
 
 
-def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Dataset:
-    """Read a dataset file into contiguous arrays, checking it is well formed.
+@dataclass(frozen=True)
+class _OpenFile:
+    """A dataset file whose metadata, sizes and column types have been checked, ready to read."""
 
-    ``expect_env``: the env id the caller needs (e.g. the workflow's ``{env}``); a file made for
-    another environment is refused. Every problem raises :class:`DataFileError` naming the file.
+    path: os.PathLike | str
+    meta: dict[str, Any]
+    widths: dict[str, int]  # vector column -> width
+    parquet: pq.ParquetFile
+    n_rows: int
 
-    Columns are decoded a batch of rows at a time straight into preallocated arrays, so the peak
-    memory stays close to the size of the result (no second, Arrow-side copy of the whole table).
-    """
+    def empty(self, names) -> dict[str, np.ndarray]:
+        """Preallocated arrays for the columns ``names`` (vectors float32 (rows, width))."""
+        return {
+            name: np.empty((self.n_rows, self.widths[name]), np.float32)
+            if name in self.widths
+            else np.empty(self.n_rows, _SCALAR_TYPES[name][2])
+            for name in names
+        }
+
+    def read(self, names) -> dict[str, np.ndarray]:
+        """The columns ``names``, checked for nulls and non-finite values."""
+        arrays = self.empty(names)
+        _read_columns(self.parquet, arrays, self.path)
+        return arrays
+
+
+def _open_dataset(path: os.PathLike | str, expect_env: str | None) -> _OpenFile:
+    """Check a dataset file's metadata, sizes, physics version and column types (reading no data)."""
     meta = read_meta(path)
     if expect_env is not None and meta.get("env_id") != expect_env:
         raise DataFileError(
@@ -441,16 +460,30 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
             expected, ok, _ = _SCALAR_TYPES[name]
         if not ok(t):
             raise DataFileError(path, f"column {name!r} has type {t}; expected {expected}")
-    arrays = {name: np.empty((n, widths[name]), np.float32) for name in _VECTOR_COLUMNS}
-    arrays |= {name: np.empty(n, dtype) for name, (_, _, dtype) in _SCALAR_TYPES.items()}
-    _read_columns(pf, arrays, path)
-    traj_ids = arrays.pop("traj_id")
+    return _OpenFile(path, meta, widths, pf, n)
+
+
+def _trajectory_lengths(traj_ids: np.ndarray, path) -> np.ndarray:
+    """Each trajectory's number of rows, from the ``traj_id`` column (refused unless grouped in order)."""
     if traj_ids[0] != 0 or np.any(traj_ids[1:] < traj_ids[:-1]):
         raise DataFileError(path, "rows are not grouped by trajectory in increasing traj_id order")
     # trajectory boundaries: where the (sorted) id changes
-    bounds = np.concatenate([[0], np.flatnonzero(traj_ids[1:] != traj_ids[:-1]) + 1, [n]])
-    del traj_ids
-    lengths = np.diff(bounds)
+    bounds = np.concatenate([[0], np.flatnonzero(traj_ids[1:] != traj_ids[:-1]) + 1, [len(traj_ids)]])
+    return np.diff(bounds)
+
+
+def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Dataset:
+    """Read a dataset file into contiguous arrays, checking it is well formed.
+
+    ``expect_env``: the env id the caller needs (e.g. the workflow's ``{env}``); a file made for
+    another environment is refused. Every problem raises :class:`DataFileError` naming the file.
+
+    Columns are decoded a batch of rows at a time straight into preallocated arrays, so the peak
+    memory stays close to the size of the result (no second, Arrow-side copy of the whole table).
+    """
+    opened = _open_dataset(path, expect_env)
+    arrays = opened.read(_REQUIRED_COLUMNS)
+    lengths = _trajectory_lengths(arrays.pop("traj_id"), path)
     try:
         ds = Dataset.from_arrays(
             arrays["observation"],
@@ -461,7 +494,7 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
             next_observations=arrays["next_observation"],
             terminals=arrays["terminal"],
             timeouts=arrays["timeout"],
-            meta=meta,
+            meta=opened.meta,
         )
     except ValueError as exc:
         raise DataFileError(path, str(exc)) from exc
@@ -469,6 +502,55 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
     _check_preferences(ds.traj_preferences, path)
     return ds
+
+
+@dataclass(frozen=True)
+class Trajectories:
+    """What a dataset file says per trajectory, without its per-step states and actions: the
+    metadata, the sizes, and each trajectory's preference and return (as :class:`Dataset` has them)."""
+
+    meta: dict[str, Any]
+    obs_dim: int
+    act_dim: int
+    n_obj: int
+    traj_lengths: np.ndarray  # (T,) int64
+    traj_preferences: np.ndarray  # (T, n_obj) float32
+    traj_returns: np.ndarray  # (T, n_obj) float64
+
+
+def load_trajectories(path: os.PathLike | str, expect_env: str | None = None) -> Trajectories:
+    """Each trajectory's preference and return from a dataset file, reading only the ``traj_id``,
+    ``step``, ``reward`` and ``preference`` columns (about a sixth of a MuJoCo dataset's bytes).
+
+    The file passes the checks :func:`load_dataset` makes of those columns and of the metadata and
+    column types; the refusals read the same."""
+    opened = _open_dataset(path, expect_env)
+    arrays = opened.read(("traj_id", "step", "reward", "preference"))
+    lengths = _trajectory_lengths(arrays.pop("traj_id"), path)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    if not np.array_equal(arrays.pop("step"), np.arange(opened.n_rows) - np.repeat(starts, lengths)):
+        raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
+    prefs = arrays.pop("preference")
+    traj_prefs = np.ascontiguousarray(prefs[starts])
+    if not np.array_equal(prefs, np.repeat(traj_prefs, lengths, axis=0)):
+        raise DataFileError(path, "the preference must be constant within each trajectory")
+    del prefs
+    _check_preferences(traj_prefs, path)
+    return Trajectories(
+        meta=opened.meta,
+        obs_dim=opened.widths["observation"],
+        act_dim=opened.widths["action"],
+        n_obj=opened.widths["reward"],
+        traj_lengths=lengths,
+        traj_preferences=traj_prefs,
+        traj_returns=np.add.reduceat(arrays["reward"].astype(np.float64), starts, axis=0),
+    )
+
+
+def load_observations(path: os.PathLike | str, expect_env: str | None = None) -> np.ndarray:
+    """The ``observation`` column of a dataset file, ``(steps, obs_dim)`` float32, reading no other
+    column (the metadata and column types are checked as :func:`load_dataset` checks them)."""
+    return _open_dataset(path, expect_env).read(("observation",))["observation"]
 
 
 def _check_sizes_fit_env(meta: dict, path) -> None:

@@ -47,7 +47,7 @@ from morl.data import (
     atomic_write,
     file_sha256,
     fixed_size_list,
-    load_dataset,
+    load_trajectories,
     read_meta,
     short_hash,
 )
@@ -67,7 +67,7 @@ from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
 from morl.rollout import BehaviorAgent, Controller, episode_seeds, rollout, rollout_sequential
 from morl.runtime import torch_threads
-from morl.trainer import load_reference, resolve_reference
+from morl.trainer import check_reference, resolve_reference
 
 
 class ConstantAgent:
@@ -288,7 +288,7 @@ def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndar
             f"derived from ({ds_meta.get('coverage_source')}) as the coverage source"
         )
     check_derived_from(dataset, coverage_source)
-    return record, load_dataset(coverage_source).traj_returns
+    return record, load_trajectories(coverage_source).traj_returns
 
 
 def evaluate_checkpoint(
@@ -324,7 +324,7 @@ def evaluate_checkpoint(
     ``data_front_return``, the complete data's front at that preference (:func:`morl.metrics.front_at`),
     from which the tables compute the distance to the data front on the held-out points.
     """
-    ds = load_dataset(dataset, expect_env=expect_env)
+    ds = load_trajectories(dataset, expect_env=expect_env)  # its states and actions are not needed
     ds_meta = ds.meta
     agent = load_agent(checkpoint, definitions=definitions)
     env_id = ds_meta["env_id"]
@@ -332,7 +332,7 @@ def evaluate_checkpoint(
     check_checkpoint_fits_dataset(checkpoint, agent, dataset, ds, dataset_sha)
     coverage = _coverage_of(dataset, ds_meta, coverage_source)
     trained = agent.training
-    reference = resolve_reference(trained["statistics_from"], ds, dataset, reference_dataset)
+    reference = resolve_reference(trained["statistics_from"], ds_meta, dataset, reference_dataset)
     if reference is not None:
         reference_sha = dataset_sha if reference == Path(dataset) else file_sha256(reference)
         if reference_sha != trained["reference_dataset_sha256"]:
@@ -340,7 +340,9 @@ def evaluate_checkpoint(
                 f"{reference}: not the expert-high dataset {checkpoint} was trained with "
                 f"({trained['reference_dataset']}); pass that file as --reference-dataset"
             )
-        ds = load_reference(reference, ds, dataset)
+        if reference != Path(dataset):
+            check_reference(reference, ds_meta, dataset)
+            ds = load_trajectories(reference)
     coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
     result = evaluate_agent(
         env_id,

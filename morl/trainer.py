@@ -42,7 +42,16 @@ import torch
 from torch import nn
 
 from morl import __version__
-from morl.data import Dataset, FileMismatchError, atomic_write, file_sha256, load_dataset, read_meta, short_hash
+from morl.data import (
+    Dataset,
+    FileMismatchError,
+    atomic_write,
+    file_sha256,
+    load_dataset,
+    load_observations,
+    read_meta,
+    short_hash,
+)
 from morl.envs import get_spec
 from morl.errors import InputError
 from morl.progress import Progress
@@ -101,11 +110,28 @@ class Dims:
 
 
 # --------------------------------------------------------------------------- the dataset
+#: Rows converted to float64 at a time by :func:`observation_stats`.
+_STATS_BLOCK_ROWS = 65536
+
+
 def observation_stats(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-dimension mean and std of the dataset states (float32); a constant dimension gets std 1."""
-    obs = np.asarray(observations, dtype=np.float64)
-    mean = obs.mean(axis=0)
-    std = obs.std(axis=0)
+    """Per-dimension mean and std of the dataset states (float32); a constant dimension gets std 1.
+
+    Computed in float64 a block of rows at a time, each block added onto the running sum in row
+    order: the same sums as numpy's ``mean``/``std`` over the whole float64 array, without that
+    array (at paper scale it would be twice the states' own size)."""
+    obs = np.asarray(observations)
+    n, width = obs.shape
+
+    def total(term) -> np.ndarray:
+        acc = np.zeros((1, width))
+        for start in range(0, n, _STATS_BLOCK_ROWS):
+            block = term(obs[start : start + _STATS_BLOCK_ROWS].astype(np.float64))
+            acc = np.add.reduce(np.concatenate([acc, block]), axis=0, keepdims=True)
+        return acc[0]
+
+    mean = total(lambda block: block) / n
+    std = np.sqrt(total(lambda block: np.square(block - mean)) / n)
     std = np.where(std < 1e-6, 1.0, std)
     return mean.astype(np.float32), std.astype(np.float32)
 
@@ -161,18 +187,18 @@ def is_expert_high(meta: dict) -> bool:
     return meta.get("quality") == "expert" and meta.get("entropy") == "high" and meta.get("coverage") is None
 
 
-def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLike | str) -> Dataset:
-    """The expert-high dataset at ``path`` for the training dataset ``ds`` (read from ``dataset_path``):
-    refused if its metadata names another cell than expert-high, and, naming both files, if the two
-    are for different envs or were collected by different behavior policies."""
-    meta = read_meta(path)  # checked before the (possibly large) file is read
+def check_reference(path: os.PathLike | str, meta: dict, dataset_path: os.PathLike | str) -> None:
+    """Refuse a reference dataset (from its metadata alone) for the training dataset at
+    ``dataset_path`` whose metadata is ``meta``: if it names another cell than expert-high, and,
+    naming both files, if the two are for different envs or were collected by different behavior
+    policies."""
+    ref = read_meta(path)
     differences = []
-    if meta.get("env_id") != ds.meta.get("env_id"):
+    if ref.get("env_id") != meta.get("env_id"):
         differences.append(
-            f"the reference dataset is for env {meta.get('env_id')!r}, the training dataset for "
-            f"{ds.meta.get('env_id')!r}"
+            f"the reference dataset is for env {ref.get('env_id')!r}, the training dataset for {meta.get('env_id')!r}"
         )
-    ours, theirs = meta.get("behavior_sha256"), ds.meta.get("behavior_sha256")
+    ours, theirs = ref.get("behavior_sha256"), meta.get("behavior_sha256")
     if ours and theirs and ours != theirs:  # imported D4MORL files record no behavior policy
         differences.append(
             f"the reference dataset was collected by behavior policy sha256 {short_hash(ours)}, the "
@@ -180,27 +206,27 @@ def load_reference(path: os.PathLike | str, ds: Dataset, dataset_path: os.PathLi
         )
     if differences:
         raise FileMismatchError(path, dataset_path, differences)
-    if "quality" in meta and not is_expert_high(meta):
+    if "quality" in ref and not is_expert_high(ref):
         raise InputError(
             f"{path}: a reference dataset must be the env's expert-high dataset, but this is "
-            f"{meta.get('quality')}-{meta.get('entropy')}"
-            + (f" with coverage {meta['coverage'].get('coverage')!r}" if isinstance(meta.get("coverage"), dict) else "")
+            f"{ref.get('quality')}-{ref.get('entropy')}"
+            + (f" with coverage {ref['coverage'].get('coverage')!r}" if isinstance(ref.get("coverage"), dict) else "")
         )
-    return load_dataset(path)
 
 
 def resolve_reference(
-    statistics_from: str, ds: Dataset, dataset_path: os.PathLike | str, reference_dataset: os.PathLike | str | None
+    statistics_from: str, meta: dict, dataset_path: os.PathLike | str, reference_dataset: os.PathLike | str | None
 ) -> Path | None:
     """The expert-high dataset ``statistics_from`` asks for: None for ``dataset`` (a reference is
-    then refused), else ``reference_dataset``, or the training dataset if it is the expert-high one."""
+    then refused), else ``reference_dataset``, or the training dataset (its metadata ``meta``) if it is
+    the expert-high one."""
     if statistics_from == "dataset":
         if reference_dataset is not None:
             raise InputError("a reference dataset is used only with statistics_from 'expert-high', not 'dataset'")
         return None
     if reference_dataset is not None:
         return Path(reference_dataset)
-    if not is_expert_high(ds.meta):
+    if not is_expert_high(meta):
         raise InputError(
             f"{dataset_path}: statistics_from 'expert-high' needs the env's expert-high dataset as the "
             "reference dataset (--reference-dataset), unless the dataset is that one itself"
@@ -353,11 +379,13 @@ def train(
     ds = load_dataset(dataset_path, expect_env=expect_env)
     facts = dataset_facts(ds, dataset_path)
     dataset_sha = file_sha256(dataset_path)
-    reference_path = resolve_reference(settings["statistics_from"], ds, dataset_path, reference_dataset)
+    reference_path = resolve_reference(settings["statistics_from"], ds.meta, dataset_path, reference_dataset)
     stats, reference_sha = None, None
     if reference_path is not None:
         same = reference_path == dataset_path
-        stats = observation_stats((ds if same else load_reference(reference_path, ds, dataset_path)).observations)
+        if not same:  # checked, then only its states are read
+            check_reference(reference_path, ds.meta, dataset_path)
+        stats = observation_stats(ds.observations if same else load_observations(reference_path))
         reference_sha = dataset_sha if same else file_sha256(reference_path)
     if stats is None:
         stats = observation_stats(ds.observations)

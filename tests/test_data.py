@@ -377,3 +377,44 @@ def test_a_dataset_whose_sizes_are_not_its_envs_is_refused_at_load(tiny_dataset,
         ValueError, match=r"hopper.parquet: dataset has 17 observations per step, but MO-Hopper-v2 has 11"
     ):
         load_dataset(hopper)
+
+
+def test_partial_readers_agree_with_the_full_load(tmp_path):
+    """Evaluation reads only the per-trajectory columns and a reference dataset only its states;
+    both must give exactly what the full load gives."""
+    from morl.data import load_observations, load_trajectories
+
+    ds = _synthetic(np.random.default_rng(12), lengths=(4, 1, 7, 3))
+    path = tmp_path / "d.parquet"
+    write_dataset(path, ds)
+    full = load_dataset(path)
+    trajectories = load_trajectories(path, expect_env="MO-HalfCheetah-v2")
+    for name in ("traj_lengths", "traj_preferences", "traj_returns"):
+        np.testing.assert_array_equal(getattr(trajectories, name), getattr(full, name), err_msg=name)
+    assert (trajectories.obs_dim, trajectories.act_dim, trajectories.n_obj) == (17, 6, 2)
+    assert trajectories.meta == full.meta
+    np.testing.assert_array_equal(load_observations(path), full.observations)
+    with pytest.raises(DataFileError, match=r"d.parquet: dataset is for env .*env mismatch"):
+        load_trajectories(path, expect_env="MO-Hopper-v2")
+
+
+@pytest.mark.parametrize("column", ["reward", "preference"])
+def test_the_per_trajectory_reader_refuses_what_the_full_load_refuses(tmp_path, column):
+    from morl.data import load_trajectories
+
+    table = _table(_synthetic(np.random.default_rng(13)))
+    col = table.column(column).combine_chunks()
+    values = np.asarray(col.flatten()).copy()
+    values[3] = np.nan
+    table = _replace(table, column, pa.FixedSizeListArray.from_arrays(pa.array(values), col.type.list_size))
+    path = _write_table(tmp_path / "nonfinite.parquet", table)
+    with pytest.raises(DataFileError, match=rf"nonfinite.parquet: column '{column}' contains NaN or infinite"):
+        load_trajectories(path)
+    table = _table(_synthetic(np.random.default_rng(13)))
+    prefs = table.column("preference").combine_chunks()
+    values = np.asarray(prefs.flatten()).copy().reshape(-1, 2)
+    values[1] = values[1][::-1]  # step 1 of trajectory 0 has another preference than step 0
+    table = _replace(table, "preference", pa.FixedSizeListArray.from_arrays(pa.array(values.ravel()), 2))
+    path = _write_table(tmp_path / "changing.parquet", table)
+    with pytest.raises(DataFileError, match=r"changing.parquet: the preference must be constant"):
+        load_trajectories(path)

@@ -475,3 +475,22 @@ def test_reference_dataset_of_another_env_or_behavior_policy_is_refused(tmp_path
         train(amateur, "bc", 0, hp, tmp_path / "m.pt", device="cpu", progress=False, reference_dataset=expert)
     assert str(info.value) == f"{expert} and {amateur} do not belong together: {difference}"
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_state_statistics_are_numpys_float64_mean_and_std_computed_in_blocks(monkeypatch):
+    """The statistics are computed a block of rows at a time (no float64 copy of all states); they
+    equal numpy's over the whole float64 array, and a constant dimension gets std 1."""
+    import morl.trainer
+
+    rng = np.random.default_rng(3)
+    obs = (rng.normal(size=(1001, 9)) * rng.uniform(0.1, 50, 9) + rng.uniform(-100, 100, 9)).astype(np.float32)
+    obs[:, 4] = 2.5
+    whole = np.asarray(obs, np.float64)
+    want_std = whole.std(axis=0)
+    want_std[4] = 1.0
+    for block in (7, 1000, 1001, 5000):
+        monkeypatch.setattr(morl.trainer, "_STATS_BLOCK_ROWS", block)
+        mean, std = observation_stats(obs)
+        assert mean.dtype == std.dtype == np.float32
+        np.testing.assert_array_equal(mean, whole.mean(axis=0).astype(np.float32), err_msg=f"block {block}")
+        np.testing.assert_array_equal(std, want_std.astype(np.float32), err_msg=f"block {block}")
