@@ -44,14 +44,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
 from morl import settings as rules
 from morl.families import peda
-from morl.families.peda_agent import Agent, step_agent
 from morl.families.peda_networks import ActionBox, average_return_to_go
 from morl.trainer import Dims
 
@@ -191,19 +189,4 @@ def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: in
     )
 
 
-class Learner(peda.ActionRegression):
-    """MORvS-HN trained as MORvS(P): single steps, the action regression, AdamW with the warm-up."""
-
-    def __init__(
-        self, model_name: str, data: peda.TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
-    ):
-        policy = network(dims, settings, facts["act_low"], facts["act_high"], facts["max_episode_steps"])
-        super().__init__(policy.to(device), data, settings, device)
-
-
-def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
-    """A step agent (MORvS(P)'s evaluation) of a checked final checkpoint."""
-    dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
-    return step_agent(
-        network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"]), ckpt, device
-    )
+Learner, build_agent = peda.on_morvs_backbone(network)

@@ -34,6 +34,7 @@ runs in bfloat16 autocast on CUDA, float32 elsewhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ import torch
 from morl import settings as rules
 from morl.data import Dataset
 from morl.errors import InputError
-from morl.families.peda_agent import build_agent
+from morl.families.peda_agent import Agent, build_agent, step_agent
 from morl.families.peda_networks import build_model, is_transformer, window_length
 from morl.trainer import DEFAULT_MAX_EPISODE_STEPS, STATE_CLIP, Dims, normalise_actions, observation_stats
 from morl.trainer import Learner as CoreLearner
@@ -392,6 +393,30 @@ class Learner(ActionRegression):
             context_length=window_length(model_name, settings),
             clip=settings["grad_clip"] if is_transformer(model_name) else 0.0,
         )
+
+
+def on_morvs_backbone(network: Callable[[Dims, dict, Any, Any, int], torch.nn.Module]) -> tuple[type, Callable]:
+    """The ``Learner`` and ``build_agent`` of a family whose network replaces MORvS(P)'s and which
+    otherwise trains and evaluates as MORvS(P) does (single steps, :class:`ActionRegression`, the
+    step agent). ``network(dims, settings, act_low, act_high, max_episode_steps)`` builds it."""
+
+    class StepLearner(ActionRegression):
+        """The family's network trained as MORvS(P): single steps, the action regression, AdamW with
+        the warm-up."""
+
+        def __init__(
+            self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
+        ):
+            policy = network(dims, settings, facts["act_low"], facts["act_high"], facts["max_episode_steps"])
+            super().__init__(policy.to(device), data, settings, device)
+
+    def build_step_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
+        """A step agent (MORvS(P)'s evaluation) of a checked final checkpoint."""
+        dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
+        model = network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"])
+        return step_agent(model, ckpt, device)
+
+    return StepLearner, build_step_agent
 
 
 __all__ = [
