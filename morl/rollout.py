@@ -17,6 +17,7 @@ import torch
 
 from morl.envs import BatchedEnv, get_spec, make_env
 from morl.progress import Progress
+from morl.trainer import STATE_CLIP
 
 
 class Controller(Protocol):
@@ -38,6 +39,97 @@ class Agent(Controller, Protocol):
     #: how and on what it was trained: the training definitions, the reference dataset and its
     #: hash, the training dataset's path and hash, the env id and the settings
     training: dict[str, Any]
+
+
+class TrainedAgent:
+    """What every family's evaluation agent shares: the :class:`Agent` bookkeeping, one network
+    forward per step for the batch, in eval mode and without gradients.
+
+    :meth:`reset`, :meth:`act` and :meth:`observe` check what the evaluator hands them (shapes,
+    finiteness, the order of the calls), keep the preferences ``_w`` (B, n_obj, float64) and the
+    timestep, and normalise states with the checkpoint's statistics, clipped to ±``STATE_CLIP`` as
+    in training. A family says what its network is fed in three hooks: :meth:`_start` (the
+    preferences and the raw target returns, float64), :meth:`_act` (normalised states -> actions)
+    and :meth:`_record` (the actions applied and the raw rewards received).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        obs_mean: torch.Tensor,
+        obs_std: torch.Tensor,
+        n_obj: int,
+        act_dim: int,
+        max_episode_steps: int,
+        device: torch.device,
+        model_name: str = "",
+    ):
+        self.model = model.to(device).eval()
+        self.model_name = model_name
+        self.device = device
+        self.obs_mean = obs_mean.to(device=device, dtype=torch.float32)
+        self.obs_std = obs_std.to(device=device, dtype=torch.float32)
+        self.obs_dim = int(obs_mean.shape[0])
+        self.n_obj = int(n_obj)
+        self.act_dim = int(act_dim)
+        self.max_episode_steps = int(max_episode_steps)
+        # what it is and how it was trained (the training core sets these when it loads a checkpoint)
+        self.seed: int | None = None
+        self.source: str | None = None
+        self.training: dict[str, Any] = {}
+        self.batch_size = 0
+        self.timestep = 0
+        self._awaiting_observe = False
+        self._w: torch.Tensor | None = None
+
+    def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
+        return as_batch(name, array, width, self.batch_size, self.device, dtype)
+
+    def reset(self, preferences, target_returns) -> None:
+        """Start a batch of episodes: preferences w (B, n_obj) and the raw target returns (B, n_obj)."""
+        self.batch_size = 0
+        w = self._as_batch("preferences", preferences, self.n_obj, torch.float64)
+        self.batch_size = int(w.shape[0])
+        if self.batch_size == 0:
+            raise ValueError("preferences must hold at least one row")
+        g = self._as_batch("target_returns", target_returns, self.n_obj, torch.float64)
+        self._w = w
+        self.timestep = 0
+        self._awaiting_observe = False
+        self._start(w, g)
+
+    @torch.no_grad()
+    def act(self, obs) -> np.ndarray:
+        """Actions (B, act_dim) float32 for observations (B, obs_dim), one forward for the batch."""
+        if self._w is None:
+            raise RuntimeError("call reset() before act()")
+        if self._awaiting_observe:
+            raise RuntimeError("act() called twice without observe() in between")
+        s = (self._as_batch("obs", obs, self.obs_dim) - self.obs_mean) / self.obs_std
+        actions = self._act(s.clamp(-STATE_CLIP, STATE_CLIP))
+        self._awaiting_observe = True
+        return actions.float().cpu().numpy()
+
+    def observe(self, actions, rewards) -> None:
+        """Record the step: the actions applied (B, act_dim) and the raw rewards (B, n_obj) received."""
+        if not self._awaiting_observe:
+            raise RuntimeError("observe() must follow act()")
+        a = self._as_batch("actions", actions, self.act_dim)
+        r = self._as_batch("rewards", rewards, self.n_obj, torch.float64)
+        self._record(a, r)
+        self.timestep += 1
+        self._awaiting_observe = False
+
+    def _start(self, preferences: torch.Tensor, target_returns: torch.Tensor) -> None:
+        """A family's own state for new episodes (nothing by default)."""
+
+    def _act(self, states: torch.Tensor) -> torch.Tensor:
+        """The actions (B, act_dim) for normalised, clipped states (B, obs_dim)."""
+        raise NotImplementedError
+
+    def _record(self, actions: torch.Tensor, rewards: torch.Tensor) -> None:
+        """A family's own record of a step (nothing by default)."""
 
 
 class BehaviorAgent:

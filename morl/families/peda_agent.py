@@ -37,8 +37,7 @@ import numpy as np
 import torch
 
 from morl.families.peda_networks import build_model, is_bc, is_transformer
-from morl.rollout import as_batch
-from morl.trainer import STATE_CLIP
+from morl.rollout import TrainedAgent
 
 #: What an agent feeds its network each step (module docstring).
 KINDS = ("window", "stacked", "step")
@@ -49,7 +48,7 @@ def agent_kind(model_name: str) -> str:
     return "window" if is_transformer(model_name) else "stacked" if is_bc(model_name) else "step"
 
 
-class Agent:
+class Agent(TrainedAgent):
     """A batched, deterministic policy for evaluation (eval mode, no gradients).
 
     ``reset(preferences, target_returns)`` starts ``B`` episodes; then alternate
@@ -73,53 +72,31 @@ class Agent:
         act_dim: int,
         device: torch.device,
     ):
-        self.model = model.to(device).eval()
-        self.model_name = model_name
-        self.device = device
-        self.obs_mean = obs_mean.to(device=device, dtype=torch.float32)
-        self.obs_std = obs_std.to(device=device, dtype=torch.float32)
-        self.return_scale = float(return_scale)
-        self.max_episode_steps = int(max_episode_steps)
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        super().__init__(
+            model,
+            obs_mean=obs_mean,
+            obs_std=obs_std,
+            n_obj=n_obj,
+            act_dim=act_dim,
+            max_episode_steps=max_episode_steps,
+            device=device,
+            model_name=model_name,
+        )
+        self.return_scale = float(return_scale)
         self.kind = kind
         self.is_transformer = kind == "window"
         self.is_bc = kind == "stacked"
         # MODT's rolling context; BC's window is the one its network was built for.
         self.context_length = int(model.history if self.is_bc else context_length)
         self._to_unit = model.action_head.to_unit  # observed actions -> MODT's [-1, 1] action tokens
-        self.obs_dim = int(obs_mean.shape[0])
-        self.n_obj = int(n_obj)
-        self.act_dim = int(act_dim)
-        # what it is and how it was trained (the training core sets these when it loads a checkpoint)
-        self.seed: int | None = None
-        self.source: str | None = None
-        self.training: dict[str, Any] = {}
-        self.batch_size = 0
-        self.timestep = 0
-        self._awaiting_observe = False
-        self._w: torch.Tensor | None = None
 
-    # ----------------------------------------------------------------- episode bookkeeping
-    def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
-        return as_batch(name, array, width, self.batch_size, self.device, dtype)
-
-    def reset(self, preferences, target_returns) -> None:
-        """Start a batch of episodes: preferences w (B, n_obj), g_0 = target_returns (B, n_obj).
-
-        ``target_returns`` is the initial preference-weighted return-to-go ``w * R(w)`` in raw
-        reward units (unscaled).
-        """
-        self.batch_size = 0
-        w = self._as_batch("preferences", preferences, self.n_obj, torch.float64)
-        self.batch_size = int(w.shape[0])
-        if self.batch_size == 0:
-            raise ValueError("preferences must hold at least one row")
-        self._g = self._as_batch("target_returns", target_returns, self.n_obj, torch.float64)
-        self._w = w
-        self._w32 = w.float()
-        self.timestep = 0
-        self._awaiting_observe = False
+    def _start(self, preferences: torch.Tensor, target_returns: torch.Tensor) -> None:
+        """g_0 = ``target_returns``, the initial preference-weighted return-to-go ``w * R(w)`` in raw
+        reward units (unscaled); MODT's and BC's contexts start empty."""
+        self._g = target_returns
+        self._w32 = preferences.float()
         if self.is_transformer or self.is_bc:
             b = self.batch_size
             self._ctx_states = torch.zeros(b, 0, self.obs_dim, device=self.device)
@@ -129,15 +106,7 @@ class Agent:
     def _scaled_return_to_go(self) -> torch.Tensor:
         return (self._g * self.return_scale).float()
 
-    @torch.no_grad()
-    def act(self, obs) -> np.ndarray:
-        """Actions (B, act_dim) float32 for observations (B, obs_dim), one forward for the batch."""
-        if self._w is None:
-            raise RuntimeError("call reset() before act()")
-        if self._awaiting_observe:
-            raise RuntimeError("act() called twice without observe() in between")
-        s = (self._as_batch("obs", obs, self.obs_dim) - self.obs_mean) / self.obs_std
-        s = s.clamp(-STATE_CLIP, STATE_CLIP)
+    def _act(self, s: torch.Tensor) -> torch.Tensor:
         g = self._scaled_return_to_go()
         k = self.context_length
         if self.is_transformer or self.is_bc:
@@ -146,37 +115,28 @@ class Agent:
             n = self._ctx_states.shape[1]
             states = torch.cat([self._ctx_states.new_zeros(self.batch_size, k - n, self.obs_dim), self._ctx_states], 1)
             mask = (torch.arange(k, device=self.device) >= k - n).expand(self.batch_size, k)
-            actions = self.model(states, None, self._w32, None, None, mask)
-        elif self.is_transformer:
+            return self.model(states, None, self._w32, None, None, mask)
+        if self.is_transformer:
             zero_action = torch.zeros(self.batch_size, 1, self.act_dim, device=self.device)
             self._ctx_returns = torch.cat([self._ctx_returns, g[:, None]], dim=1)[:, -k:]
             self._ctx_actions = torch.cat([self._ctx_actions, zero_action], dim=1)[:, -k:]
             length = self._ctx_states.shape[1]
             timesteps = torch.arange(self.timestep - length + 1, self.timestep + 1, device=self.device)
-            actions = self.model(
+            return self.model(
                 self._ctx_states,
                 self._ctx_actions,
                 self._w32,
                 self._ctx_returns,
                 timesteps.expand(self.batch_size, length),
             )[:, -1]
-        else:
-            timesteps = torch.full((self.batch_size,), self.timestep, device=self.device, dtype=torch.long)
-            actions = self.model(s, None, self._w32, g, timesteps)
-        self._awaiting_observe = True
-        return actions.float().cpu().numpy()
+        timesteps = torch.full((self.batch_size,), self.timestep, device=self.device, dtype=torch.long)
+        return self.model(s, None, self._w32, g, timesteps)
 
-    def observe(self, actions, rewards) -> None:
-        """Record the step: the actions applied and the raw rewards (B, n_obj) received."""
-        if not self._awaiting_observe:
-            raise RuntimeError("observe() must follow act()")
-        a = self._as_batch("actions", actions, self.act_dim)
-        r = self._as_batch("rewards", rewards, self.n_obj, torch.float64)
+    def _record(self, actions: torch.Tensor, rewards: torch.Tensor) -> None:
+        """g <- g - w * r (raw); MODT's last action token becomes the action applied."""
         if self.is_transformer:
-            self._ctx_actions[:, -1] = self._to_unit(a).clamp(-1.0, 1.0)
-        self._g = self._g - self._w * r
-        self.timestep += 1
-        self._awaiting_observe = False
+            self._ctx_actions[:, -1] = self._to_unit(actions).clamp(-1.0, 1.0)
+        self._g = self._g - self._w * rewards
 
     @property
     def return_to_go(self) -> np.ndarray:

@@ -43,7 +43,7 @@ from torch import nn
 
 from morl import settings as rules
 from morl.data import Dataset
-from morl.rollout import as_batch
+from morl.rollout import TrainedAgent
 from morl.trainer import (
     STATE_CLIP,
     CheckpointError,
@@ -383,7 +383,7 @@ def load_critics(family, path, build_critics) -> dict[str, nn.Module]:
 
 
 # --------------------------------------------------------------------------- evaluation
-class ValueAgent:
+class ValueAgent(TrainedAgent):
     """A batched, deterministic, stateless policy for evaluation (eval mode, no gradients).
 
     The protocol of :class:`morl.rollout.Agent`: ``reset(preferences, target_returns)`` starts
@@ -403,63 +403,25 @@ class ValueAgent:
         max_episode_steps: int,
         device: torch.device,
     ):
-        self.model = policy.to(device).eval()
-        self.device = device
-        self.obs_mean = obs_mean.to(device=device, dtype=torch.float32)
-        self.obs_std = obs_std.to(device=device, dtype=torch.float32)
-        self.act_low = torch.as_tensor(act_low, dtype=torch.float32, device=device)
+        act_low = torch.as_tensor(act_low, dtype=torch.float32, device=device)
+        super().__init__(
+            policy,
+            obs_mean=obs_mean,
+            obs_std=obs_std,
+            n_obj=n_obj,
+            act_dim=int(act_low.shape[0]),
+            max_episode_steps=max_episode_steps,
+            device=device,
+        )
+        self.act_low = act_low
         self.act_high = torch.as_tensor(act_high, dtype=torch.float32, device=device)
         self._center = (self.act_high + self.act_low) / 2
         self._half = (self.act_high - self.act_low) / 2
-        self.obs_dim = int(obs_mean.shape[0])
-        self.act_dim = int(self.act_low.shape[0])
-        self.n_obj = int(n_obj)
-        self.max_episode_steps = int(max_episode_steps)
-        # what it is and how it was trained (the training core sets these when it loads a checkpoint)
-        self.model_name = ""
-        self.seed: int | None = None
-        self.source: str | None = None
-        self.training: dict[str, Any] = {}
-        self.batch_size = 0
-        self.timestep = 0
-        self._awaiting_observe = False
-        self._w: torch.Tensor | None = None
 
-    def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
-        return as_batch(name, array, width, self.batch_size, self.device, dtype)
+    def _start(self, preferences: torch.Tensor, target_returns: torch.Tensor) -> None:
+        self._w32 = preferences.float()
 
-    def reset(self, preferences, target_returns) -> None:
-        """Start a batch of episodes: preferences w (B, n_obj); ``target_returns`` (B, n_obj) is
-        checked for shape and finiteness and otherwise ignored."""
-        self.batch_size = 0
-        w = self._as_batch("preferences", preferences, self.n_obj)
-        self.batch_size = int(w.shape[0])
-        if self.batch_size == 0:
-            raise ValueError("preferences must hold at least one row")
-        self._as_batch("target_returns", target_returns, self.n_obj, torch.float64)
-        self._w = w
-        self.timestep = 0
-        self._awaiting_observe = False
-
-    @torch.no_grad()
-    def act(self, obs) -> np.ndarray:
-        """Actions (B, act_dim) float32 within the action bounds for observations (B, obs_dim)."""
-        if self._w is None:
-            raise RuntimeError("call reset() before act()")
-        if self._awaiting_observe:
-            raise RuntimeError("act() called twice without observe() in between")
-        s = (self._as_batch("obs", obs, self.obs_dim) - self.obs_mean) / self.obs_std
-        s = s.clamp(-STATE_CLIP, STATE_CLIP)
-        unit = self.model(s, self._w)
-        actions = torch.maximum(torch.minimum(self._center + self._half * unit, self.act_high), self.act_low)
-        self._awaiting_observe = True
-        return actions.float().cpu().numpy()
-
-    def observe(self, actions, rewards) -> None:
-        """Record the step: the actions applied (B, act_dim) and the raw rewards (B, n_obj) received."""
-        if not self._awaiting_observe:
-            raise RuntimeError("observe() must follow act()")
-        self._as_batch("actions", actions, self.act_dim)
-        self._as_batch("rewards", rewards, self.n_obj, torch.float64)
-        self.timestep += 1
-        self._awaiting_observe = False
+    def _act(self, s: torch.Tensor) -> torch.Tensor:
+        """The policy's action in [-1, 1] mapped onto the action box, clipped to its bounds."""
+        unit = self.model(s, self._w32)
+        return torch.maximum(torch.minimum(self._center + self._half * unit, self.act_high), self.act_low)
