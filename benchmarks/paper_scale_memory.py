@@ -18,7 +18,7 @@ of an older commit) beside this one, for a side-by-side comparison on the same f
 kept in ``--workdir``, and a rerun reuses the collected dataset.
 
     python benchmarks/paper_scale_memory.py --env MO-HalfCheetah-v2 --workdir /tmp/scale \\
-        [--trajectories 50000] [--models dt-p,rvs-p,cql-p] [--steps 200] [--code OLD_CHECKOUT]
+        [--trajectories 50000] [--models dt-p,rvs-p,cql-p] [--steps 200] [--code OLD_CHECKOUT [--only-other]]
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--code", type=Path, action="append", default=[], help="another checkout to compare")
+    ap.add_argument("--only-other", action="store_true", help="train and evaluate with the --code checkouts only")
     args = ap.parse_args()
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,7 @@ def main() -> None:
         rows.append(("this checkout", "collect", f"{args.trajectories:,} trajectories", gib, wall))
         shutil.copyfile(expert, other)
     size = expert.stat().st_size / 2**30
-    for code in [ROOT, *[c.resolve() for c in args.code]]:
+    for code in ([] if args.only_other else [ROOT]) + [c.resolve() for c in args.code]:
         where = subprocess.run(
             [sys.executable, "-c", "import morl; print(morl.__file__)"],
             env=dict(os.environ, PYTHONPATH=str(code)), capture_output=True, text=True, check=True,
