@@ -6,8 +6,8 @@ each one's peak resident memory (the figure SLURM's ``--mem`` must cover) and wa
 1. ``morl collect``: the expert High-H dataset of ``--env`` with the shipped behavior policy, at
    ``--trajectories`` (default: the paper's 50,000) and the paper's collection batch.
 2. ``morl train`` of each ``--models`` entry, in the worst case of the paper grid: a training
-   dataset other than the expert-high one, whose state statistics come from the expert-high file
-   (``statistics_from: expert-high``). The training dataset is a copy of the collected file under
+   dataset other than the expert-high one, whose state statistics come, for PEDA's models, from
+   the expert-high file (``statistics_from: expert-high``; the value-based models use their own). The training dataset is a copy of the collected file under
    another name, so both are full size. The peak is reached once the data are prepared and the
    first batches drawn, so training runs ``--steps`` updates (default 200), not the paper's budget;
    everything else is ``configs/paper.yaml``'s.
@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from morl.config import load_config, reference_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,6 +86,7 @@ def main() -> None:
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     config = scaled_config(work, args.steps)
+    cfg = load_config(config)
     morl = [sys.executable, "-m", "morl.cli"]
     expert, other = work / "expert-high.parquet", work / "training.parquet"
     rows = []
@@ -107,10 +110,12 @@ def main() -> None:
         label = "this checkout" if code == ROOT else str(code)
         tag = "this" if code == ROOT else code.name
         for model in args.models.split(","):
+            # the expert-high file only where the model's statistics come from it (PEDA's models)
+            reference = ["--reference-dataset", str(expert)] if reference_cell(cfg, args.env, model) else []
             ckpt = work / f"{tag}-{model}.pt"
             ckpt.unlink(missing_ok=True)
             gib, wall = measured(
-                [*morl, "train", "--config", str(config), "--dataset", str(other), "--reference-dataset", str(expert),
+                [*morl, "train", "--config", str(config), "--dataset", str(other), *reference,
                  "--model", model, "--seed", "0", "--device", "cpu", "--output", str(ckpt)],
                 code, work / f"train-{tag}-{model}.log",
             )  # fmt: skip
@@ -119,7 +124,7 @@ def main() -> None:
             out.unlink(missing_ok=True)
             gib, wall = measured(
                 [*morl, "evaluate", "--config", str(config), "--checkpoint", str(ckpt), "--dataset", str(other),
-                 "--reference-dataset", str(expert), "--workers", str(args.workers), "--output", str(out)],
+                 *reference, "--workers", str(args.workers), "--output", str(out)],
                 code, work / f"evaluate-{tag}-{model}.log",
             )  # fmt: skip
             rows.append((label, f"evaluate {model}", "protocol grid", gib, wall))

@@ -390,6 +390,14 @@ def _read_columns(pf: pq.ParquetFile, out: dict[str, np.ndarray], path) -> None:
         )
 
 
+def check_env(path: os.PathLike | str, meta: dict[str, Any], expect_env: str | None) -> None:
+    """Refuse the dataset file at ``path`` (metadata ``meta``) if it is not for ``expect_env``."""
+    if expect_env is not None and meta.get("env_id") != expect_env:
+        raise DataFileError(
+            path, f"dataset is for env {meta.get('env_id')!r}, but {expect_env!r} was expected (env mismatch)"
+        )
+
+
 @dataclass(frozen=True)
 class _OpenFile:
     """A dataset file whose metadata, sizes and column types have been checked, ready to read."""
@@ -419,10 +427,7 @@ class _OpenFile:
 def _open_dataset(path: os.PathLike | str, expect_env: str | None) -> _OpenFile:
     """Check a dataset file's metadata, sizes, physics version and column types (reading no data)."""
     meta = read_meta(path)
-    if expect_env is not None and meta.get("env_id") != expect_env:
-        raise DataFileError(
-            path, f"dataset is for env {meta.get('env_id')!r}, but {expect_env!r} was expected (env mismatch)"
-        )
+    check_env(path, meta, expect_env)
     try:
         widths = {
             "observation": int(meta["obs_dim"]),

@@ -46,6 +46,7 @@ from morl.data import (
     Dataset,
     FileMismatchError,
     atomic_write,
+    check_env,
     file_sha256,
     load_dataset,
     load_observations,
@@ -376,15 +377,18 @@ def train(
     checkpoint_path = Path(checkpoint_path)
     partial_path = checkpoint_path.with_name(checkpoint_path.name + ".partial")
 
+    # the reference dataset is checked from the metadata before any (possibly large) file is read
+    meta = read_meta(dataset_path)
+    check_env(dataset_path, meta, expect_env)
+    reference_path = resolve_reference(settings["statistics_from"], meta, dataset_path, reference_dataset)
+    same = reference_path == dataset_path
+    if reference_path is not None and not same:
+        check_reference(reference_path, meta, dataset_path)
     ds = load_dataset(dataset_path, expect_env=expect_env)
     facts = dataset_facts(ds, dataset_path)
     dataset_sha = file_sha256(dataset_path)
-    reference_path = resolve_reference(settings["statistics_from"], ds.meta, dataset_path, reference_dataset)
     stats, reference_sha = None, None
-    if reference_path is not None:
-        same = reference_path == dataset_path
-        if not same:  # checked, then only its states are read
-            check_reference(reference_path, ds.meta, dataset_path)
+    if reference_path is not None:  # only the reference's states are read
         stats = observation_stats(ds.observations if same else load_observations(reference_path))
         reference_sha = dataset_sha if same else file_sha256(reference_path)
     if stats is None:

@@ -442,9 +442,19 @@ def test_dataset_statistics_are_the_training_dataset_s_own(dataset_path, tmp_pat
     np.testing.assert_array_equal(ckpt["obs_mean"].numpy(), observation_stats(make_dataset().observations)[0])
 
 
-def test_reference_dataset_mistakes_are_refused(tmp_path):
+def test_reference_dataset_mistakes_are_refused(tmp_path, monkeypatch):
+    """Each mistake is refused from the files' metadata, before either dataset is read (at paper
+    scale reading one takes a minute and gigabytes)."""
+    import morl.trainer
+
     amateur, _ = write_cell(tmp_path, "amateur-low", "amateur", "low", 1)
     medium, _ = write_cell(tmp_path, "expert-medium", "expert", "medium", 2)
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a dataset was read before the mistake was refused")
+
+    monkeypatch.setattr(morl.trainer, "load_dataset", no_reading)
+    monkeypatch.setattr(morl.trainer, "load_observations", no_reading)
     hp = dict(HP, steps=2, statistics_from="expert-high")
     run = dict(device="cpu", progress=False)
     with pytest.raises(ValueError, match="amateur-low.parquet: statistics_from 'expert-high' needs the env's"):
