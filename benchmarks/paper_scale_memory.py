@@ -45,7 +45,8 @@ def measured(cmd: list[str], code: Path, log: Path) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(code), OMP_NUM_THREADS="1")
     start = time.perf_counter()
     with open(log, "w") as err:
-        done = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, stdout=err, stderr=subprocess.STDOUT)
+        # run from the checkout itself: python puts the working folder first on sys.path
+        done = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, cwd=code, stdout=err, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     text = log.read_text()
     if done.returncode != 0:
@@ -103,7 +104,7 @@ def main() -> None:
     for code in ([] if args.only_other else [ROOT]) + [c.resolve() for c in args.code]:
         where = subprocess.run(
             [sys.executable, "-c", "import morl; print(morl.__file__)"],
-            env=dict(os.environ, PYTHONPATH=str(code)), capture_output=True, text=True, check=True,
+            env=dict(os.environ, PYTHONPATH=str(code)), cwd=code, capture_output=True, text=True, check=True,
         ).stdout.strip()  # fmt: skip
         if not where.startswith(str(code)):
             sys.exit(f"{code}: python imports morl from {where}, not from this checkout")
