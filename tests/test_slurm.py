@@ -32,7 +32,7 @@ SMOKE = ROOT / "configs" / "smoke.yaml"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
 
 # The test node declares room for every ready job of the smoke DAG at once (up to 20 training jobs of
-# the profile's size: 4 CPUs, 32 GB, one GPU each); SLURM schedules by these numbers, the jobs
+# the profile's size: 4 CPUs, 24 GB, one GPU each); SLURM schedules by these numbers, the jobs
 # share the machine's real cores. The GPUs are device files with nothing behind them.
 NODE = {"NODE_CPUS": "64", "NODE_MEMORY_MB": "512000", "NODE_GPUS": "16"}
 
