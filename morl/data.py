@@ -196,7 +196,7 @@ class Dataset:
             raise ValueError("observations, actions and rewards must have one row per step")
         if rew.ndim != 2:
             raise ValueError("rewards must be a (steps, n_obj) array")
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        starts = trajectory_starts(lengths)
         traj_ids = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
         steps = np.arange(n, dtype=np.int64) - np.repeat(starts, lengths)
         prefs = np.asarray(preferences, dtype=np.float32)
@@ -204,9 +204,7 @@ class Dataset:
             traj_prefs = np.ascontiguousarray(prefs)
             prefs = np.repeat(traj_prefs, lengths, axis=0)
         elif prefs.shape == rew.shape:
-            traj_prefs = np.ascontiguousarray(prefs[starts])
-            if not np.array_equal(prefs, np.repeat(traj_prefs, lengths, axis=0)):
-                raise ValueError("the preference must be constant within each trajectory")
+            traj_prefs = per_trajectory_preferences(prefs, starts, lengths)
         else:
             raise ValueError(f"preferences have shape {prefs.shape}; expected per step or per trajectory")
         if next_observations is None:
@@ -218,7 +216,7 @@ class Dataset:
             nxt = np.ascontiguousarray(next_observations, dtype=np.float32)
         term = np.zeros(n, bool) if terminals is None else np.asarray(terminals, dtype=bool)
         tout = np.zeros(n, bool) if timeouts is None else np.asarray(timeouts, dtype=bool)
-        returns = np.add.reduceat(rew.astype(np.float64), starts, axis=0)
+        returns = trajectory_returns(rew, starts)
         return cls(
             observations=obs,
             actions=act,
@@ -235,6 +233,25 @@ class Dataset:
             traj_returns=returns,
             meta=dict(meta or {}),
         )
+
+
+def trajectory_starts(lengths: np.ndarray) -> np.ndarray:
+    """The first row of each trajectory, from the trajectories' lengths (int64)."""
+    return np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+
+
+def per_trajectory_preferences(prefs: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each trajectory's preference from per-step ones (rows grouped by trajectory); a ValueError
+    if a preference changes within a trajectory."""
+    traj_prefs = np.ascontiguousarray(prefs[starts])
+    if not np.array_equal(prefs, np.repeat(traj_prefs, lengths, axis=0)):
+        raise ValueError("the preference must be constant within each trajectory")
+    return traj_prefs
+
+
+def trajectory_returns(rewards: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each trajectory's undiscounted return vector, summed in float64."""
+    return np.add.reduceat(rewards.astype(np.float64), starts, axis=0)
 
 
 def fixed_size_list(arr: np.ndarray, dtype: pa.DataType | None = None) -> pa.FixedSizeListArray:
@@ -532,14 +549,13 @@ def load_trajectories(path: os.PathLike | str, expect_env: str | None = None) ->
     opened = _open_dataset(path, expect_env)
     arrays = opened.read(("traj_id", "step", "reward", "preference"))
     lengths = _trajectory_lengths(arrays.pop("traj_id"), path)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    starts = trajectory_starts(lengths)
     if not np.array_equal(arrays.pop("step"), np.arange(opened.n_rows) - np.repeat(starts, lengths)):
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
-    prefs = arrays.pop("preference")
-    traj_prefs = np.ascontiguousarray(prefs[starts])
-    if not np.array_equal(prefs, np.repeat(traj_prefs, lengths, axis=0)):
-        raise DataFileError(path, "the preference must be constant within each trajectory")
-    del prefs
+    try:
+        traj_prefs = per_trajectory_preferences(arrays.pop("preference"), starts, lengths)
+    except ValueError as exc:
+        raise DataFileError(path, str(exc)) from exc
     _check_preferences(traj_prefs, path)
     return Trajectories(
         meta=opened.meta,
@@ -548,7 +564,7 @@ def load_trajectories(path: os.PathLike | str, expect_env: str | None = None) ->
         n_obj=opened.widths["reward"],
         traj_lengths=lengths,
         traj_preferences=traj_prefs,
-        traj_returns=np.add.reduceat(arrays["reward"].astype(np.float64), starts, axis=0),
+        traj_returns=trajectory_returns(arrays["reward"], starts),
     )
 
 

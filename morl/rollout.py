@@ -46,8 +46,8 @@ class TrainedAgent:
     forward per step for the batch, in eval mode and without gradients.
 
     :meth:`reset`, :meth:`act` and :meth:`observe` check what the evaluator hands them (shapes,
-    finiteness, the order of the calls), keep the preferences ``_w`` (B, n_obj, float64) and the
-    timestep, and normalise states with the checkpoint's statistics, clipped to ±``STATE_CLIP`` as
+    finiteness, the order of the calls), keep the preferences ``_w`` (B, n_obj, float64; ``_w32``
+    in float32 for the networks) and the timestep, and normalise states with the checkpoint's statistics, clipped to ±``STATE_CLIP`` as
     in training. A family says what its network is fed in three hooks: :meth:`_start` (the
     preferences and the raw target returns, float64), :meth:`_act` (normalised states -> actions)
     and :meth:`_record` (the actions applied and the raw rewards received).
@@ -95,6 +95,7 @@ class TrainedAgent:
             raise ValueError("preferences must hold at least one row")
         g = self._as_batch("target_returns", target_returns, self.n_obj, torch.float64)
         self._w = w
+        self._w32 = w.float()  # what the networks take
         self.timestep = 0
         self._awaiting_observe = False
         self._start(w, g)

@@ -96,7 +96,6 @@ class Agent(TrainedAgent):
         """g_0 = ``target_returns``, the initial preference-weighted return-to-go ``w * R(w)`` in raw
         reward units (unscaled); MODT's and BC's contexts start empty."""
         self._g = target_returns
-        self._w32 = preferences.float()
         if self.is_transformer or self.is_bc:
             b = self.batch_size
             self._ctx_states = torch.zeros(b, 0, self.obs_dim, device=self.device)

@@ -418,9 +418,6 @@ class ValueAgent(TrainedAgent):
         self._center = (self.act_high + self.act_low) / 2
         self._half = (self.act_high - self.act_low) / 2
 
-    def _start(self, preferences: torch.Tensor, target_returns: torch.Tensor) -> None:
-        self._w32 = preferences.float()
-
     def _act(self, s: torch.Tensor) -> torch.Tensor:
         """The policy's action in [-1, 1] mapped onto the action box, clipped to its bounds."""
         unit = self.model(s, self._w32)
