@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 
 from morl import __version__
-from morl.data import PREFERENCE_SUM_TOLERANCE, DataFileError, Dataset, file_sha256, write_dataset
+from morl.data import (
+    PREFERENCE_SUM_TOLERANCE,
+    DataFileError,
+    Dataset,
+    check_starts_at_reset,
+    file_sha256,
+    write_dataset,
+)
 from morl.envs import get_spec, physics_version
 from morl.errors import InputError
 from morl.preferences import ENTROPY_LEVELS
@@ -316,6 +323,7 @@ def import_d4morl(
         timeouts=timeouts,
         meta=meta,
     )
+    check_starts_at_reset(obs[ds.traj_starts], spec.id, pkl_path)
     write_dataset(out_path, ds)
     summary = {
         "env_id": spec.id,

@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from morl import __version__
-from morl.envs import check_physics_version, get_spec
+from morl.envs import START_TOLERANCE, check_physics_version, get_spec, is_d4morl_task, rest_observation
 from morl.errors import InputError, OutputError
 
 META_KEY = b"morl"
@@ -523,6 +523,7 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
     if not np.array_equal(ds.steps, arrays["step"]):
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
     _check_preferences(ds.traj_preferences, path)
+    check_starts_at_reset(ds.observations[ds.traj_starts], opened.meta.get("env_id"), path)
     return ds
 
 
@@ -594,6 +595,32 @@ def _check_sizes_fit_env(meta: dict, path) -> None:
                 f"dataset has {have} {what} per step, but {env_id} has {want} "
                 f"(a file of another env, or a damaged one)",
             )
+
+
+def check_starts_at_reset(first: np.ndarray, env_id: Any, path) -> None:
+    """Every trajectory's first observation is a reset state of the D4MORL task the file names.
+
+    The sizes alone cannot tell MO-HalfCheetah-v2 from MO-Walker2d-v2 (17 observations, 6 actions,
+    2 objectives each), so a file relabelled from one to the other would train and evaluate
+    without complaint; their reset states differ by 1.25 in the first entry, far outside the reset
+    noise. (MO-Gymnasium tasks are not checked: this morl does not know their reset.)"""
+    if not is_d4morl_task(env_id) or len(first) == 0:
+        return
+    rest = rest_observation(get_spec(env_id))
+    if first.shape[1] != rest.shape[0]:
+        return  # the size check has refused such a file already
+    distance = np.abs(first.astype(np.float64) - rest)
+    bad = np.flatnonzero(distance.max(axis=1) > START_TOLERANCE)
+    if bad.size:
+        traj = int(bad[0])
+        entry = int(np.argmax(distance[traj]))
+        raise DataFileError(
+            path,
+            f"{bad.size} of {len(first)} trajectories do not start at a reset state of {env_id} "
+            f"(trajectory {traj}: observation[{entry}] = {first[traj, entry]:.4g}, every reset of {env_id} "
+            f"gives {rest[entry]:.4g} +- {START_TOLERANCE}); the rows were not collected on {env_id} "
+            "(a file of another env relabelled, or damaged observations)",
+        )
 
 
 def _check_preferences(prefs: np.ndarray, path) -> None:

@@ -9,6 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
+from synthetic import at_rest
 
 import morl.data
 from morl.cli import main
@@ -31,7 +32,7 @@ def make_trajectories(env_id, lengths=(4, 7, 3), per_step_pref=True, terminal_at
         terminals = np.zeros(T, bool)
         terminals[-1] = term_end
         trajs.append({
-            "observations": rng.normal(size=(T, spec.obs_dim)),
+            "observations": at_rest(rng.normal(size=(T, spec.obs_dim)), [T], env_id).astype(np.float64),
             "actions": rng.uniform(spec.act_low, spec.act_high, size=(T, spec.act_dim)),
             "next_observations": rng.normal(size=(T, spec.obs_dim)),
             "raw_rewards": rng.normal(size=(T, spec.n_obj)),
@@ -214,6 +215,16 @@ def test_wrong_env_for_the_data(tmp_path):
     pkl = write_pickle(tmp_path / "hopper3.pkl", make_trajectories(THREE_OBJ))
     with pytest.raises(DataFileError, match=r"hopper3.pkl: trajectory 0, field 'observations'.*17"):
         import_d4morl(pkl, TWO_OBJ, "expert", "high", tmp_path / "o.parquet", progress=False)
+
+
+def test_data_of_an_env_with_the_same_sizes_is_refused_before_writing(tmp_path):
+    """HalfCheetah's pickle imported as Walker2d (both 17/6/2): the trajectories' first states are
+    HalfCheetah's resets, not Walker2d's; the import names the file and writes nothing."""
+    pkl = write_pickle(tmp_path / "cheetah.pkl", make_trajectories(TWO_OBJ))
+    with pytest.raises(DataFileError, match=r"cheetah.pkl: 3 of 3 trajectories do not start at a reset state "
+                       r"of MO-Walker2d-v2"):  # fmt: skip
+        import_d4morl(pkl, "MO-Walker2d-v2", "expert", "high", tmp_path / "o.parquet", progress=False)
+    assert not (tmp_path / "o.parquet").exists()
 
 
 def test_bad_names_and_missing_and_truncated_files(tmp_path):

@@ -7,17 +7,20 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from synthetic import at_rest
 
 from morl.data import DataFileError, Dataset, load_dataset, read_meta, write_dataset
+from morl.envs import ENV_SPECS, get_spec
 
 
-def _synthetic(rng, lengths=(3, 5, 2), obs_dim=17, act_dim=6, n_obj=2) -> Dataset:  # MO-HalfCheetah-v2's sizes
+def _synthetic(rng, lengths=(3, 5, 2), env_id="MO-HalfCheetah-v2") -> Dataset:
+    spec = get_spec(env_id)
     n = sum(lengths)
     return Dataset.from_arrays(
-        rng.normal(size=(n, obs_dim)), rng.uniform(-1, 1, size=(n, act_dim)), rng.normal(size=(n, n_obj)),
-        rng.dirichlet(np.ones(n_obj), size=len(lengths)), lengths,
+        at_rest(rng.normal(size=(n, spec.obs_dim)), lengths, env_id), rng.uniform(-1, 1, size=(n, spec.act_dim)),
+        rng.normal(size=(n, spec.n_obj)), rng.dirichlet(np.ones(spec.n_obj), size=len(lengths)), lengths,
         terminals=np.isin(np.arange(n), [2]), timeouts=np.isin(np.arange(n), [9]),
-        meta={"env_id": "MO-HalfCheetah-v2", "quality": "expert", "entropy": "high", "seed": 1},
+        meta={"env_id": env_id, "quality": "expert", "entropy": "high", "seed": 1},
     )  # fmt: skip
 
 
@@ -320,7 +323,7 @@ def test_dataset_made_under_older_physics_is_refused(tmp_path):
     """A Hopper dataset written before the original model parameters (no physics_version, or
     version 1) would mix two robots; HalfCheetah's physics did not change, so its files stay."""
     rng = np.random.default_rng(7)
-    base = _synthetic(rng, obs_dim=11, act_dim=3)
+    base = _synthetic(rng, env_id="MO-Hopper-v2")
     for version, name in ((None, "old.parquet"), (1, "v1.parquet")):
         meta = {**base.meta, "env_id": "MO-Hopper-v2"}
         if version is not None:
@@ -418,3 +421,32 @@ def test_the_per_trajectory_reader_refuses_what_the_full_load_refuses(tmp_path, 
     path = _write_table(tmp_path / "changing.parquet", table)
     with pytest.raises(DataFileError, match=r"changing.parquet: the preference must be constant"):
         load_trajectories(path)
+
+
+def test_a_dataset_relabelled_to_an_env_of_the_same_sizes_is_refused(tiny_dataset, write_copy, tmp_path):
+    """MO-HalfCheetah-v2 and MO-Walker2d-v2 have the same sizes and physics version: only the data can
+    tell them apart. Every trajectory of a task starts at one of its reset states, and the two
+    tasks' reset states are far apart, so a relabelled file is named before any training."""
+    from morl.families import train
+
+    load_dataset(tiny_dataset, expect_env="MO-HalfCheetah-v2")  # the real file passes
+    walker = write_copy(tiny_dataset, tmp_path / "walker.parquet", env_id="MO-Walker2d-v2")
+    problem = (r"walker.parquet: \d+ of \d+ trajectories do not start at a reset state of MO-Walker2d-v2 "
+               r"\(trajectory 0: observation\[0\] = .*, every reset of MO-Walker2d-v2 gives 1.25 \+- 0.05\)")  # fmt: skip
+    with pytest.raises(DataFileError, match=problem):
+        load_dataset(walker)
+    with pytest.raises(DataFileError, match=problem):
+        train(walker, "bc", 0, {"steps": 1}, tmp_path / "m.pt", device="cpu", progress=False, reference_dataset=walker)
+    assert not (tmp_path / "m.pt").exists()
+
+
+@pytest.mark.parametrize("env_id", sorted(ENV_SPECS))
+def test_every_reset_lies_within_the_start_tolerance_of_the_rest_observation(env_id):
+    """The start check must never refuse a file this morl collected: resets of every task, across
+    seeds, stay within the tolerance of the rest observation (with a wide margin)."""
+    from morl.envs import START_TOLERANCE, make_env, rest_observation
+
+    env = make_env(env_id)
+    rest = rest_observation(get_spec(env_id))
+    worst = max(float(np.abs(env.reset(seed=seed)[0] - rest).max()) for seed in range(50))
+    assert worst < START_TOLERANCE / 5

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from synthetic import at_rest
 
 from morl.cli import main
 from morl.data import DataFileError, Dataset, write_dataset
@@ -31,7 +32,7 @@ def _hand_dataset(behavior_path: str | None = None) -> Dataset:
     if behavior_path:
         meta.update(behavior_path=behavior_path, behavior_sha256="abc")
     rng = np.random.default_rng(0)
-    return Dataset.from_arrays(rng.normal(size=(n, 17)), rng.uniform(-1, 1, (n, 6)), REWARDS, PREFS, LENGTHS,
+    return Dataset.from_arrays(at_rest(rng.normal(size=(n, 17)), LENGTHS, meta["env_id"]), rng.uniform(-1, 1, (n, 6)), REWARDS, PREFS, LENGTHS,
                                terminals=terminal, timeouts=timeout, meta=meta)  # fmt: skip
 
 

@@ -21,6 +21,7 @@ point, ``morl.envs:MOMujocoEnv``, imports it on the first ``gymnasium.make``.
 from morl.envs.batched import BatchedEnv, GymSlots, MujocoSlots, make_slot_group
 from morl.envs.gym_env import MOGymnasiumTask, MOMujocoEnv, make_env
 from morl.envs.physics import (
+    START_TOLERANCE,
     assets_dir,
     clip_actions,
     compute_observations,
@@ -29,6 +30,7 @@ from morl.envs.physics import (
     control_timestep,
     load_model,
     reset_physics,
+    rest_observation,
     sample_initial_state,
     simulate,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "MO_GYMNASIUM_ID",
     "MO_GYMNASIUM_INSTALL",
     "PHYSICS_VERSIONS",
+    "START_TOLERANCE",
     "BatchedEnv",
     "EnvSpec",
     "ExternalEnvSpec",
@@ -81,6 +84,7 @@ __all__ = [
     "mo_gymnasium_ids",
     "physics_version",
     "reset_physics",
+    "rest_observation",
     "sample_initial_state",
     "simulate",
 ]

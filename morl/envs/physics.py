@@ -39,6 +39,7 @@ bit-identical.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import Any
@@ -216,3 +217,18 @@ def compute_terminated(spec: EnvSpec, qpos: np.ndarray, qvel: np.ndarray) -> np.
 def compute_observations(spec: EnvSpec, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
     """(B, obs_dim) float32 observations of a batch of states."""
     return spec.observation_fn(qpos, qvel)
+
+
+#: How far (in any entry) the first observation of a trajectory collected on a task may lie from
+#: the task's rest observation: the reset noise is 1e-3 in every entry, this allows fifty times it;
+#: two tasks' rest observations differ by far more (HalfCheetah's torso z 0 against Walker2d's
+#: height 1.25, the only pair of tasks with the same sizes).
+START_TOLERANCE = 0.05
+
+
+@functools.cache
+def rest_observation(spec: EnvSpec) -> np.ndarray:
+    """(obs_dim,) float32 observation of the task's initial state without reset noise
+    (``model.qpos0``, zero velocities): every reset lies within the noise of it."""
+    model = load_model(spec)
+    return compute_observations(spec, model.qpos0[None].copy(), np.zeros((1, model.nv)))[0]
