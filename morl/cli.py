@@ -68,6 +68,13 @@ def cmd_behavior_front(args) -> int:
     return 0
 
 
+def cmd_thin_population(args) -> int:
+    from morl.behavior.pgmorl import thin_population
+
+    print(json.dumps(thin_population(args.policy, args.max_policies, args.output), indent=2))
+    return 0
+
+
 def cmd_collect(args) -> int:
     from morl.collect import collect_dataset
 
@@ -328,6 +335,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
     )
 
+    sp = add(
+        "thin-population",
+        cmd_thin_population,
+        "keep at most N policies of a PGMORL population's archive (for a file size limit)",
+    )
+    sp.add_argument("--policy", required=True)
+    sp.add_argument("--max-policies", required=True, type=_bounded_count(1_000_000, "policies"))
+    sp.add_argument("--output", required=True, type=_output_file)
+
     sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
     sp.add_argument("--policy", required=True)
     sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
@@ -467,6 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
 FILE_ARGS = {
     "behavior": (("config",), ("output",)),
     "behavior-front": (("policy", "config"), ("output",)),
+    "thin-population": (("policy",), ("output",)),
     "collect": (("policy", "config"), ("output",)),
     "train": (("dataset", "reference_dataset", "config"), ("output", "curve")),
     "evaluate": (("checkpoint", "dataset", "reference_dataset", "coverage_source", "config"), ("output",)),

@@ -228,6 +228,8 @@ def test_no_command_overwrites_its_own_input(tmp_path, config, tiny_policy, tiny
     cases = [
         (["behavior", *c, "--env", "MO-HalfCheetah-v2", "--output", str(cfg)], "--output", "--config"),
         (["behavior-front", *c, "--policy", str(policy), "--output", str(policy)], "--output", "--policy"),
+        (["thin-population", "--policy", str(policy), "--max-policies", "2", "--output", str(policy)], "--output",
+         "--policy"),
         (["collect", *c, "--policy", str(policy), "--quality", "expert", "--entropy", "high", "--output", str(policy)],
          "--output", "--policy"),
         (["train", *c, "--dataset", str(data), "--model", "bc", "--output", str(link)], "--output", "--dataset"),

@@ -18,6 +18,7 @@ import yaml
 
 from morl.behavior import pgmorl
 from morl.config import ConfigError, validate_config
+from morl.data import file_sha256
 from morl.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -234,6 +235,45 @@ def test_a_mismatched_or_empty_population_is_refused_naming_the_file(population,
         torch.save(bad, path)
         with pytest.raises(InputError, match=str(path)):
             load_behavior(path, expect_env="MO-HalfCheetah-v2")
+
+
+def test_thinning_keeps_the_extremes_then_the_farthest_policies():
+    norm = np.array([[0, 1], [0.1, 0.9], [0.2, 0.8], [0.5, 0.5], [0.55, 0.45], [1, 0]])
+    # extremes 0 and 5; then 3 (squared distance 0.5 to both), then 2 (0.08 to 0; 4 is 0.005 from 3)
+    assert pgmorl.thinned_indices(norm, 4).tolist() == [0, 2, 3, 5]
+    assert pgmorl.thinned_indices(norm, 6).tolist() == list(range(6))
+    with pytest.raises(ValueError, match="below the 2 policies that span the preference box"):
+        pgmorl.thinned_indices(norm, 1)
+
+
+def test_a_thinned_population_keeps_its_policies_and_preference_box(population, tmp_path):
+    from morl.cli import main
+
+    st = torch.load(population, weights_only=True)
+    n = 12  # the tiny run's archive, repeated with other objective vectors
+    rows = np.arange(n) % len(st["objs"])
+    rng = np.random.default_rng(3)
+    big = dict(st, archive={k: v[rows].clone() for k, v in st["archive"].items()},
+               objs=torch.from_numpy(rng.uniform(0.1, 1.0, size=(n, 2))))  # fmt: skip
+    source = tmp_path / "big.pt"
+    torch.save(big, source)
+    assert (
+        main(["thin-population", "--policy", str(source), "--max-policies", "5", "--output", str(tmp_path / "t.pt")])
+        == 0
+    )
+    thin = torch.load(tmp_path / "t.pt", weights_only=True)
+    full, kept = pgmorl.PopulationPolicy(source), pgmorl.PopulationPolicy(tmp_path / "t.pt")
+    keep = pgmorl.thinned_indices(full.norm_objs, 5)
+    assert len(keep) == 5 and thin["thinned"]["archive_size"] == n and thin["thinned"]["kept"] == 5
+    assert thin["thinned"]["source_sha256"] == file_sha256(source)
+    np.testing.assert_array_equal(kept.objs, full.objs[keep])
+    np.testing.assert_array_equal(kept.pref_low, full.pref_low)
+    np.testing.assert_array_equal(kept.pref_high, full.pref_high)
+    obs = rng.normal(size=(5, 17)).astype(np.float32)
+    np.testing.assert_array_equal(kept.act(obs, kept.norm_objs), full.act(obs, full.norm_objs[keep]))
+    with pytest.raises(InputError, match=r"big.pt: max_policies 1 is below the"):
+        pgmorl.thin_population(source, 1, tmp_path / "one.pt")
+    assert not (tmp_path / "one.pt").exists()
 
 
 def test_config_errors_name_the_key(config):
