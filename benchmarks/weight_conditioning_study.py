@@ -1,0 +1,115 @@
+"""Weight-conditioned agents against input-conditioned ones at held-out preferences.
+
+Reads the ``metrics.csv`` of an unseen-preference run (``configs/unseen.yaml``: the aggregate rule's
+tables, or ``morl merge-slices`` of its slices) and compares MORvS-HN and MORvS-PML with
+MORvS(P) and BC(P) on the coverage variants (narrow, shattered and both), where each variant row
+holds the held-out preferences the variant's data lacks:
+
+* HV / B at the held-out preferences, of the runs trained on the variant and of the same models
+  and seeds trained on the complete data: interquartile mean over rows and seeds with a
+  stratified-bootstrap 95% interval (``morl.stats.iqm_intervals``);
+* the probability that a run of MORvS-HN (MORvS-PML) beats a run of MORvS(P) on a random row, with
+  its interval (``morl.stats.probability_of_improvement``): the paired view the IQMs' overlap
+  may hide;
+* EUM over the whole grid and MODULI's RD at the held-out preferences, each divided per row by
+  MORvS(P)'s mean over seeds on that row (EUM above 1 and RD below 1 are better than MORvS(P)),
+  IQM with intervals.
+
+docs/weight-conditioning.md shows the output::
+
+    python benchmarks/weight_conditioning_study.py docs/unseen/metrics.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from morl.families import display_names
+from morl.stats import iqm_intervals, probability_of_improvement
+
+MODELS = ("rvs-p", "bc-p", "rvs-hn", "rvs-pml")
+CHALLENGERS = ("rvs-hn", "rvs-pml")
+REFERENCE = "rvs-p"
+KINDS = {"narrow": ("narrow",), "shattered": ("shattered",), "both": ("narrow", "shattered")}
+
+
+def score_arrays(runs: pl.DataFrame, column: str, kinds: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """model -> (seeds, rows) array of ``column`` on the variant rows of ``kinds``."""
+    rows = runs.filter(pl.col("coverage").is_in(kinds))
+    out = {}
+    for model in MODELS:
+        wide = (
+            rows.filter(pl.col("model") == model)
+            .with_columns(pl.concat_str("env", "quality", "entropy", "coverage", separator="/").alias("row"))
+            .pivot(on="row", index="seed", values=column)
+            .sort("seed")
+        )
+        out[model] = wide.select(sorted(c for c in wide.columns if c != "seed")).to_numpy()
+    return out
+
+
+def relative_to_reference(runs: pl.DataFrame, column: str) -> pl.DataFrame:
+    """``column`` divided, per dataset row, by MORvS(P)'s mean over seeds on that row."""
+    keys = ["env", "quality", "entropy", "coverage"]
+    ref = runs.filter(pl.col("model") == REFERENCE).group_by(keys).agg(pl.col(column).mean().alias("_ref"))
+    return runs.join(ref, on=keys).with_columns((pl.col(column) / pl.col("_ref")).alias(f"{column}_rel")).drop("_ref")
+
+
+def fmt(t: tuple[float, float, float]) -> str:
+    return f"{t[0]:.2f} [{t[1]:.2f}, {t[2]:.2f}]"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("metrics", type=Path, help="metrics.csv of a configs/unseen.yaml run")
+    args = p.parse_args(argv)
+    runs = pl.read_csv(args.metrics).filter(pl.col("model").is_in(MODELS))
+    variants = runs.filter(pl.col("coverage") != "complete").with_columns(
+        (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
+        (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"),
+    )
+    variants = relative_to_reference(relative_to_reference(variants, "eum"), "rd_held_out")
+    names = display_names()
+    n_rows = {k: variants.filter(pl.col("coverage").is_in(v)).select("env", "quality", "coverage").unique().height
+              for k, v in KINDS.items()}  # fmt: skip
+
+    print("HV / B at the held-out preferences: IQM over rows and seeds [95% interval]\n")
+    print("| model | " + " | ".join(f"{k} ({n_rows[k]} rows): complete data | {k}: variant" for k in KINDS) + " |")
+    print("|---|" + "---|---|" * len(KINDS))
+    table = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("complete", "variant")}
+             for k, v in KINDS.items()}  # fmt: skip
+    for model in MODELS:
+        cells = [f"{fmt(table[k]['complete'][model])} | {fmt(table[k]['variant'][model])}" for k in KINDS]
+        print(f"| {names[model]} | " + " | ".join(cells) + " |")
+
+    print(f"\nP(run of the model > run of {names[REFERENCE]}) at the held-out preferences [95% interval]\n")
+    print("| model | " + " | ".join(f"{k}: complete data | {k}: variant" for k in KINDS) + " |")
+    print("|---|" + "---|---|" * len(KINDS))
+    for model in CHALLENGERS:
+        cells = []
+        for v in KINDS.values():
+            for c in ("complete", "variant"):
+                poi = probability_of_improvement({m: a for m, a in score_arrays(variants, c, v).items()
+                                                  if m in (model, REFERENCE)})  # fmt: skip
+                cells.append(fmt(poi[(model, REFERENCE)]))
+        print(f"| {names[model]} | " + " | ".join(cells) + " |")
+
+    print(f"\nEUM and MODULI's RD on the variant rows, each divided by {names[REFERENCE]}'s mean on the row: "
+          "IQM [95% interval] (EUM: higher is better; RD: lower is better)\n")  # fmt: skip
+    print("| model | " + " | ".join(f"{k}: EUM | {k}: RD" for k in KINDS) + " |")
+    print("|---|" + "---|---|" * len(KINDS))
+    rel = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("eum_rel", "rd_held_out_rel")}
+           for k, v in KINDS.items()}  # fmt: skip
+    for model in MODELS:
+        cells = [f"{fmt(rel[k]['eum_rel'][model])} | {fmt(rel[k]['rd_held_out_rel'][model])}" for k in KINDS]
+        print(f"| {names[model]} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
