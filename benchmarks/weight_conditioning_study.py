@@ -15,9 +15,14 @@ holds the held-out preferences the variant's data lacks:
   MORvS(P)'s mean over seeds on that row (EUM above 1 and RD below 1 are better than MORvS(P)),
   IQM with intervals.
 
+* with ``--runs`` (the run's slices folder, or its results folder): each run's training loss at
+  the end (the mean of the last five logged values of its ``curve.csv``), divided per row by
+  MORvS(P)'s mean: whether a model fits the data's actions less well, or as well and still scores
+  less.
+
 docs/weight-conditioning.md shows the output::
 
-    python benchmarks/weight_conditioning_study.py docs/unseen/metrics.csv
+    python benchmarks/weight_conditioning_study.py docs/unseen/metrics.csv --runs docs/unseen/runs
 """
 
 from __future__ import annotations
@@ -60,6 +65,21 @@ def relative_to_reference(runs: pl.DataFrame, column: str) -> pl.DataFrame:
     return runs.join(ref, on=keys).with_columns((pl.col(column) / pl.col("_ref")).alias(f"{column}_rel")).drop("_ref")
 
 
+def final_losses(runs_dir: Path) -> pl.DataFrame:
+    """One row per run found under ``runs_dir`` (``<env>/<quality>-<entropy>[-<coverage>]/<model>/seed<n>/curve.csv``):
+    its keys and the mean of the last five logged training losses."""
+    rows = []
+    for curve in sorted(runs_dir.glob("*/*/*/seed*/curve.csv")):
+        model, dataset, env = curve.parent.parent.name, curve.parent.parent.parent.name, curve.parents[3].name
+        if model not in MODELS:
+            continue
+        quality, entropy, *rest = dataset.split("-")
+        loss = pl.read_csv(curve)["loss"].tail(5).mean()
+        rows.append({"env": env, "quality": quality, "entropy": entropy, "coverage": rest[0] if rest else "complete",
+                     "model": model, "seed": int(curve.parent.name.removeprefix("seed")), "loss": loss})  # fmt: skip
+    return pl.DataFrame(rows)
+
+
 def fmt(t: tuple[float, float, float]) -> str:
     return f"{t[0]:.2f} [{t[1]:.2f}, {t[2]:.2f}]"
 
@@ -67,6 +87,7 @@ def fmt(t: tuple[float, float, float]) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("metrics", type=Path, help="metrics.csv of a configs/unseen.yaml run")
+    p.add_argument("--runs", type=Path, help="the run's slices (or results) folder, for the training losses")
     args = p.parse_args(argv)
     runs = pl.read_csv(args.metrics).filter(pl.col("model").is_in(MODELS))
     variants = runs.filter(pl.col("coverage") != "complete").with_columns(
@@ -108,6 +129,16 @@ def main(argv=None) -> int:
     for model in MODELS:
         cells = [f"{fmt(rel[k]['eum_rel'][model])} | {fmt(rel[k]['rd_held_out_rel'][model])}" for k in KINDS]
         print(f"| {names[model]} | " + " | ".join(cells) + " |")
+    if args.runs is not None:
+        losses = relative_to_reference(final_losses(args.runs), "loss")
+        kinds = {"complete": ("complete",), **KINDS}
+        print(f"\nTraining loss at the end (mean of the last five logged values), divided by {names[REFERENCE]}'s "
+              "mean on the row: IQM [95% interval] (lower fits the data's actions better)\n")  # fmt: skip
+        print("| model | " + " | ".join(kinds) + " |")
+        print("|---|" + "---|" * len(kinds))
+        rel = {k: iqm_intervals(score_arrays(losses, "loss_rel", v)) for k, v in kinds.items()}
+        for model in MODELS:
+            print(f"| {names[model]} | " + " | ".join(fmt(rel[k][model]) for k in kinds) + " |")
     return 0
 
 
