@@ -80,6 +80,15 @@ def final_losses(runs_dir: Path) -> pl.DataFrame:
     return pl.DataFrame(rows)
 
 
+def print_table(title: str, columns: list[str], rows: list[tuple[str, list[str]]]) -> None:
+    """A Markdown table under ``title``: a model column, then ``columns``."""
+    print(f"\n{title}\n")
+    print("| model | " + " | ".join(columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for name, cells in rows:
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def fmt(t: tuple[float, float, float]) -> str:
     return f"{t[0]:.2f} [{t[1]:.2f}, {t[2]:.2f}]"
 
@@ -99,46 +108,48 @@ def main(argv=None) -> int:
     n_rows = {k: variants.filter(pl.col("coverage").is_in(v)).select("env", "quality", "coverage").unique().height
               for k, v in KINDS.items()}  # fmt: skip
 
-    print("HV / B at the held-out preferences: IQM over rows and seeds [95% interval]\n")
-    print("| model | " + " | ".join(f"{k} ({n_rows[k]} rows): complete data | {k}: variant" for k in KINDS) + " |")
-    print("|---|" + "---|---|" * len(KINDS))
-    table = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("complete", "variant")}
-             for k, v in KINDS.items()}  # fmt: skip
-    for model in MODELS:
-        cells = [f"{fmt(table[k]['complete'][model])} | {fmt(table[k]['variant'][model])}" for k in KINDS]
-        print(f"| {names[model]} | " + " | ".join(cells) + " |")
+    complete_or_variant = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("complete", "variant")}
+                           for k, v in KINDS.items()}  # fmt: skip
+    print_table(
+        "HV / B at the held-out preferences: IQM over rows and seeds [95% interval]",
+        [f"{k} ({n_rows[k]} rows): {c}" for k in KINDS for c in ("complete data", "variant")],
+        [
+            (names[m], [fmt(complete_or_variant[k][c][m]) for k in KINDS for c in ("complete", "variant")])
+            for m in MODELS
+        ],
+    )
 
-    print(f"\nP(run of the model > run of {names[REFERENCE]}) at the held-out preferences [95% interval]\n")
-    print("| model | " + " | ".join(f"{k}: complete data | {k}: variant" for k in KINDS) + " |")
-    print("|---|" + "---|---|" * len(KINDS))
-    for model in CHALLENGERS:
-        cells = []
-        for v in KINDS.values():
-            for c in ("complete", "variant"):
-                poi = probability_of_improvement({m: a for m, a in score_arrays(variants, c, v).items()
-                                                  if m in (model, REFERENCE)})  # fmt: skip
-                cells.append(fmt(poi[(model, REFERENCE)]))
-        print(f"| {names[model]} | " + " | ".join(cells) + " |")
+    def improvement(model: str, column: str, kinds: tuple[str, ...]) -> str:
+        pair = {m: a for m, a in score_arrays(variants, column, kinds).items() if m in (model, REFERENCE)}
+        return fmt(probability_of_improvement(pair)[(model, REFERENCE)])
 
-    print(f"\nEUM and MODULI's RD on the variant rows, each divided by {names[REFERENCE]}'s mean on the row: "
-          "IQM [95% interval] (EUM: higher is better; RD: lower is better)\n")  # fmt: skip
-    print("| model | " + " | ".join(f"{k}: EUM | {k}: RD" for k in KINDS) + " |")
-    print("|---|" + "---|---|" * len(KINDS))
-    rel = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("eum_rel", "rd_held_out_rel")}
-           for k, v in KINDS.items()}  # fmt: skip
-    for model in MODELS:
-        cells = [f"{fmt(rel[k]['eum_rel'][model])} | {fmt(rel[k]['rd_held_out_rel'][model])}" for k in KINDS]
-        print(f"| {names[model]} | " + " | ".join(cells) + " |")
+    print_table(
+        f"P(run of the model > run of {names[REFERENCE]}) at the held-out preferences [95% interval]",
+        [f"{k}: {c}" for k in KINDS for c in ("complete data", "variant")],
+        [
+            (names[m], [improvement(m, c, v) for v in KINDS.values() for c in ("complete", "variant")])
+            for m in CHALLENGERS
+        ],
+    )
+
+    relative = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("eum_rel", "rd_held_out_rel")}
+                for k, v in KINDS.items()}  # fmt: skip
+    print_table(
+        f"EUM and MODULI's RD on the variant rows, each divided by {names[REFERENCE]}'s mean on the row: "
+        "IQM [95% interval] (EUM: higher is better; RD: lower is better)",
+        [f"{k}: {c}" for k in KINDS for c in ("EUM", "RD")],
+        [(names[m], [fmt(relative[k][c][m]) for k in KINDS for c in ("eum_rel", "rd_held_out_rel")]) for m in MODELS],
+    )
     if args.runs is not None:
         losses = relative_to_reference(final_losses(args.runs), "loss")
         kinds = {"complete": ("complete",), **KINDS}
-        print(f"\nTraining loss at the end (mean of the last five logged values), divided by {names[REFERENCE]}'s "
-              "mean on the row: IQM [95% interval] (lower fits the data's actions better)\n")  # fmt: skip
-        print("| model | " + " | ".join(kinds) + " |")
-        print("|---|" + "---|" * len(kinds))
-        rel = {k: iqm_intervals(score_arrays(losses, "loss_rel", v)) for k, v in kinds.items()}
-        for model in MODELS:
-            print(f"| {names[model]} | " + " | ".join(fmt(rel[k][model]) for k in kinds) + " |")
+        loss = {k: iqm_intervals(score_arrays(losses, "loss_rel", v)) for k, v in kinds.items()}
+        print_table(
+            f"Training loss at the end (mean of the last five logged values), divided by {names[REFERENCE]}'s "
+            "mean on the row: IQM [95% interval] (lower fits the data's actions better)",
+            list(kinds),
+            [(names[m], [fmt(loss[k][m]) for k in kinds]) for m in MODELS],
+        )
     return 0
 
 
