@@ -47,7 +47,7 @@ def score_arrays(runs: pl.DataFrame, column: str, kinds: tuple[str, ...]) -> dic
     """model -> (seeds, rows) array of ``column`` on the variant rows of ``kinds``."""
     rows = runs.filter(pl.col("coverage").is_in(kinds))
     out = {}
-    for model in MODELS:
+    for model in present(runs):
         wide = (
             rows.filter(pl.col("model") == model)
             .with_columns(pl.concat_str("env", "quality", "entropy", "coverage", separator="/").alias("row"))
@@ -56,6 +56,12 @@ def score_arrays(runs: pl.DataFrame, column: str, kinds: tuple[str, ...]) -> dic
         )
         out[model] = wide.select(sorted(c for c in wide.columns if c != "seed")).to_numpy()
     return out
+
+
+def present(runs: pl.DataFrame) -> list[str]:
+    """The models of :data:`MODELS` that ``runs`` has, in that order."""
+    have = set(runs["model"])
+    return [m for m in MODELS if m in have]
 
 
 def relative_to_reference(runs: pl.DataFrame, column: str) -> pl.DataFrame:
@@ -97,8 +103,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("metrics", type=Path, help="metrics.csv of a configs/unseen.yaml run")
     p.add_argument("--runs", type=Path, help="the run's slices (or results) folder, for the training losses")
+    p.add_argument("--env", help="only this env's rows")
+    p.add_argument("--quality", help="only the rows of data of this quality (expert or amateur)")
     args = p.parse_args(argv)
     runs = pl.read_csv(args.metrics).filter(pl.col("model").is_in(MODELS))
+    for column in ("env", "quality"):
+        if getattr(args, column) is not None:
+            runs = runs.filter(pl.col(column) == getattr(args, column))
     variants = runs.filter(pl.col("coverage") != "complete").with_columns(
         (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
         (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"),
@@ -115,7 +126,7 @@ def main(argv=None) -> int:
         [f"{k} ({n_rows[k]} rows): {c}" for k in KINDS for c in ("complete data", "variant")],
         [
             (names[m], [fmt(complete_or_variant[k][c][m]) for k in KINDS for c in ("complete", "variant")])
-            for m in MODELS
+            for m in present(variants)
         ],
     )
 
@@ -138,17 +149,24 @@ def main(argv=None) -> int:
         f"EUM and MODULI's RD on the variant rows, each divided by {names[REFERENCE]}'s mean on the row: "
         "IQM [95% interval] (EUM: higher is better; RD: lower is better)",
         [f"{k}: {c}" for k in KINDS for c in ("EUM", "RD")],
-        [(names[m], [fmt(relative[k][c][m]) for k in KINDS for c in ("eum_rel", "rd_held_out_rel")]) for m in MODELS],
+        [
+            (names[m], [fmt(relative[k][c][m]) for k in KINDS for c in ("eum_rel", "rd_held_out_rel")])
+            for m in present(variants)
+        ],
     )
     if args.runs is not None:
-        losses = relative_to_reference(final_losses(args.runs), "loss")
+        losses = final_losses(args.runs)
+        for column in ("env", "quality"):
+            if getattr(args, column) is not None:
+                losses = losses.filter(pl.col(column) == getattr(args, column))
+        losses = relative_to_reference(losses, "loss")
         kinds = {"complete": ("complete",), **KINDS}
         loss = {k: iqm_intervals(score_arrays(losses, "loss_rel", v)) for k, v in kinds.items()}
         print_table(
             f"Training loss at the end (mean of the last five logged values), divided by {names[REFERENCE]}'s "
             "mean on the row: IQM [95% interval] (lower fits the data's actions better)",
             list(kinds),
-            [(names[m], [fmt(loss[k][m]) for k in kinds]) for m in MODELS],
+            [(names[m], [fmt(loss[k][m]) for k in kinds]) for m in present(variants)],
         )
     return 0
 
