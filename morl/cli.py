@@ -220,7 +220,7 @@ def cmd_merge_slices(args) -> int:
     behaviors = {e: checksums.get(shipped_policy_path(e).name) for e in config["envs"]
                  if behavior_settings(config, e)["shipped"]}  # fmt: skip
     outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"],
-                           behaviors={e: h for e, h in behaviors.items() if h})  # fmt: skip
+                           behaviors={e: h for e, h in behaviors.items() if h}, plots=not args.tables_only)  # fmt: skip
     print(Path(outputs["results"]).read_text())
     return 0
 
@@ -476,6 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = with_config(add("merge-slices", cmd_merge_slices, "tables and plots from every committed slice of a grid"))
     sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
     sp.add_argument("--out-dir", required=True, type=_output_dir)
+    sp.add_argument("--tables-only", action="store_true", help="write the tables, not the plots and the HTML page")
     return p
 
 

@@ -184,10 +184,12 @@ def merge_slices(
     models: Sequence[str] | None = None,
     seeds: Sequence[int] | None = None,
     behaviors: dict[str, str] | None = None,
+    plots: bool = True,
 ) -> dict[str, Path]:
     """The tables and plots of every slice in ``slices_dir``, written to ``out_dir`` (the arguments of
-    :func:`morl.aggregate.aggregate`: the config's rows, columns and seeds). ``behaviors``: env ->
-    SHA-256 of the behavior policy it uses now; a slice made from another is refused."""
+    :func:`morl.aggregate.aggregate`: the config's rows, columns and seeds; ``plots=False``: the
+    tables only). ``behaviors``: env -> SHA-256 of the behavior policy it uses now; a slice made
+    from another is refused."""
     if behaviors:
         check_behaviors(slices_dir, behaviors)
     found = slice_files(slices_dir)
@@ -201,6 +203,7 @@ def merge_slices(
         seeds=seeds,
         curves=curves,
         front_models=found["front_models"],
+        plots=plots,
     )
     out["slices"] = Path(out_dir) / "slices.md"
     text = provenance_table(slices_dir)

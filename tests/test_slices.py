@@ -49,3 +49,17 @@ def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_p
     tables = [f for f in made if f.parts[0] != "plots" and f.suffix != ".html"]
     differ = [str(f) for f in tables if (PAPER_CPU / f).read_bytes() != (out / f).read_bytes()]
     assert tables and not differ, differ
+
+
+def test_the_committed_budget_probe_tables_are_what_its_slice_gives(tmp_path):
+    """docs/unseen/budget-probe keeps some of the tables `morl merge-slices` makes from its slice
+    (docs/weight-conditioning.md reads them); each kept one is what the slice gives, byte for byte."""
+    probe = ROOT / "docs/unseen/budget-probe"
+    out = tmp_path / "merged"
+    argv = ["merge-slices", "--config", str(ROOT / "configs/unseen-budget-probe.yaml"), "--slices", str(probe / "runs")]
+    assert main([*argv, "--out-dir", str(out), "--tables-only"]) == 0
+    assert not (out / "plots").exists()
+    kept = sorted(p.name for p in probe.iterdir() if p.is_file())
+    assert "metrics.csv" in kept and "generalisation_iqm.md" in kept
+    differ = [name for name in kept if (probe / name).read_bytes() != (out / name).read_bytes()]
+    assert not differ, differ
