@@ -424,9 +424,10 @@ def test_the_per_trajectory_reader_refuses_what_the_full_load_refuses(tmp_path, 
 
 
 def test_a_dataset_relabelled_to_an_env_of_the_same_sizes_is_refused(tiny_dataset, write_copy, tmp_path):
-    """MO-HalfCheetah-v2 and MO-Walker2d-v2 have the same sizes and physics version: only the data can
-    tell them apart. Every trajectory of a task starts at one of its reset states, and the two
-    tasks' reset states are far apart, so a relabelled file is named before any training."""
+    """MO-HalfCheetah-v2 and MO-Walker2d-v2 have the same sizes; relabelled with the other's physics
+    version as well, only the data can tell them apart. Every trajectory of a task starts at one of
+    its reset states, and the two tasks' reset states are far apart, so a relabelled file is named
+    before any training."""
     from morl.families import train
 
     load_dataset(tiny_dataset, expect_env="MO-HalfCheetah-v2")  # the real file passes
