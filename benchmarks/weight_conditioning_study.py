@@ -106,10 +106,14 @@ def main(argv=None) -> int:
     p.add_argument("--env", help="only this env's rows")
     p.add_argument("--quality", help="only the rows of data of this quality (expert or amateur)")
     args = p.parse_args(argv)
-    runs = pl.read_csv(args.metrics).filter(pl.col("model").is_in(MODELS))
-    for column in ("env", "quality"):
-        if getattr(args, column) is not None:
-            runs = runs.filter(pl.col(column) == getattr(args, column))
+
+    def selected(frame: pl.DataFrame) -> pl.DataFrame:
+        for column in ("env", "quality"):
+            if getattr(args, column) is not None:
+                frame = frame.filter(pl.col(column) == getattr(args, column))
+        return frame
+
+    runs = selected(pl.read_csv(args.metrics).filter(pl.col("model").is_in(MODELS)))
     variants = runs.filter(pl.col("coverage") != "complete").with_columns(
         (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
         (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"),
@@ -155,11 +159,7 @@ def main(argv=None) -> int:
         ],
     )
     if args.runs is not None:
-        losses = final_losses(args.runs)
-        for column in ("env", "quality"):
-            if getattr(args, column) is not None:
-                losses = losses.filter(pl.col(column) == getattr(args, column))
-        losses = relative_to_reference(losses, "loss")
+        losses = relative_to_reference(selected(final_losses(args.runs)), "loss")
         kinds = {"complete": ("complete",), **KINDS}
         loss = {k: iqm_intervals(score_arrays(losses, "loss_rel", v)) for k, v in kinds.items()}
         print_table(

@@ -1314,12 +1314,12 @@ def thin_population(
     from morl.data import file_sha256
 
     path = Path(path)
-    policy = PopulationPolicy(path, expect_env=expect_env)  # every check of a population file
     if max_policies < 1:
         raise InputError(f"max_policies must be at least 1, got {max_policies}")
     st = load_torch(path, "behavior checkpoint")
-    if st.get("kind") != KIND:
+    if isinstance(st, dict) and st.get("kind") == PARTIAL_KIND:
         raise InputError(f"{path}: only a finished population can be thinned, not a run in progress")
+    policy = PopulationPolicy(path, expect_env=expect_env, state=st)  # every check of a population file
     try:
         keep = thinned_indices(policy.norm_objs, max_policies)
     except ValueError as exc:
@@ -1335,13 +1335,13 @@ def thin_population(
         "source_sha256": file_sha256(path),
     }
     save_torch(output, thinned)
-    kept = PopulationPolicy(output, expect_env=expect_env)
+    kept = policy.norm_objs[keep]
     summary = {
         "env_id": policy.env_id,
         "archive_size": len(policy.objs),
         "kept": len(keep),
         "pref_box_unchanged": bool(
-            np.array_equal(kept.pref_low, policy.pref_low) and np.array_equal(kept.pref_high, policy.pref_high)
+            np.array_equal(kept.min(0), policy.pref_low) and np.array_equal(kept.max(0), policy.pref_high)
         ),
         "bytes": os.path.getsize(output),
     }
