@@ -63,3 +63,35 @@ def test_the_committed_budget_probe_tables_are_what_its_slice_gives(tmp_path):
     assert "metrics.csv" in kept and "generalisation_iqm.md" in kept
     differ = [name for name in kept if (probe / name).read_bytes() != (out / name).read_bytes()]
     assert not differ, differ
+
+
+UNSEEN = ROOT / "docs" / "unseen"
+
+
+def test_the_committed_unseen_tables_are_what_its_slices_give(tmp_path):
+    """docs/unseen's tables (every file at its top level) are what `morl merge-slices` makes from
+    docs/unseen/runs, byte for byte."""
+    out = tmp_path / "merged"
+    argv = ["merge-slices", "--config", str(ROOT / "configs/unseen.yaml"), "--slices", str(UNSEEN / "runs")]
+    assert main([*argv, "--out-dir", str(out), "--tables-only"]) == 0
+    made = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
+    kept = sorted(p.name for p in UNSEEN.iterdir() if p.is_file() and p.name != "README.md")
+    assert "generalisation_iqm.md" in made and made == kept
+    differ = [name for name in made if (UNSEEN / name).read_bytes() != (out / name).read_bytes()]
+    assert not differ, differ
+
+
+def test_the_committed_value_based_tables_are_the_unseen_runs_complete_rows(tmp_path):
+    """docs/value-based is `morl aggregate` over the complete-data evaluations of docs/unseen/runs,
+    as its README's command writes it: the same tables, byte for byte."""
+    runs = UNSEEN / "runs"
+    evaluations = sorted(str(p) for p in runs.glob("MO-*/*-high/*/seed*/eval.parquet"))
+    fronts = sorted(str(p) for p in runs.glob("MO-*/behavior/front.parquet"))
+    assert len(fronts) == 3 and evaluations
+    out = tmp_path / "value-based"
+    argv = ["aggregate", "--evaluations", *evaluations, "--fronts", *fronts, "--seeds", "0", "1", "2"]
+    assert main([*argv, "--out-dir", str(out)]) == 0
+    committed = ROOT / "docs" / "value-based"
+    tables = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
+    differ = [name for name in tables if (committed / name).read_bytes() != (out / name).read_bytes()]
+    assert tables and not differ, differ
