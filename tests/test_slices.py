@@ -13,6 +13,32 @@ from morl.slices import PROVENANCE, check_behaviors, slice_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CPU = ROOT / "docs" / "paper-cpu"
+UNSEEN = ROOT / "docs" / "unseen"
+
+
+def merged_tables(config: str, slices: Path, out: Path) -> Path:
+    """`morl merge-slices --tables-only` of ``slices`` under ``config`` into ``out``."""
+    assert (
+        main(
+            [
+                "merge-slices",
+                "--config",
+                str(ROOT / config),
+                "--slices",
+                str(slices),
+                "--out-dir",
+                str(out),
+                "--tables-only",
+            ]
+        )
+        == 0
+    )
+    return out
+
+
+def differing(committed: Path, made: Path, names: list) -> list[str]:
+    """The names among ``names`` whose committed file differs from the freshly made one."""
+    return [str(n) for n in names if (committed / n).read_bytes() != (made / n).read_bytes()]
 
 
 def write_slice(root: Path, env: str, sha: str) -> Path:
@@ -47,7 +73,7 @@ def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_p
     # the tables byte for byte; the figures (and the page that embeds them) depend on the fonts and
     # the renderer of the machine that draws them, so they are checked to be there, not for bytes
     tables = [f for f in made if f.parts[0] != "plots" and f.suffix != ".html"]
-    differ = [str(f) for f in tables if (PAPER_CPU / f).read_bytes() != (out / f).read_bytes()]
+    differ = differing(PAPER_CPU, out, tables)
     assert tables and not differ, differ
 
 
@@ -55,29 +81,22 @@ def test_the_committed_budget_probe_tables_are_what_its_slice_gives(tmp_path):
     """docs/unseen/budget-probe keeps some of the tables `morl merge-slices` makes from its slice
     (docs/weight-conditioning.md reads them); each kept one is what the slice gives, byte for byte."""
     probe = ROOT / "docs/unseen/budget-probe"
-    out = tmp_path / "merged"
-    argv = ["merge-slices", "--config", str(ROOT / "configs/unseen-budget-probe.yaml"), "--slices", str(probe / "runs")]
-    assert main([*argv, "--out-dir", str(out), "--tables-only"]) == 0
+    out = merged_tables("configs/unseen-budget-probe.yaml", probe / "runs", tmp_path / "merged")
     assert not (out / "plots").exists()
     kept = sorted(p.name for p in probe.iterdir() if p.is_file())
     assert "metrics.csv" in kept and "generalisation_iqm.md" in kept
-    differ = [name for name in kept if (probe / name).read_bytes() != (out / name).read_bytes()]
+    differ = differing(probe, out, kept)
     assert not differ, differ
-
-
-UNSEEN = ROOT / "docs" / "unseen"
 
 
 def test_the_committed_unseen_tables_are_what_its_slices_give(tmp_path):
     """docs/unseen's tables (every file at its top level) are what `morl merge-slices` makes from
     docs/unseen/runs, byte for byte."""
-    out = tmp_path / "merged"
-    argv = ["merge-slices", "--config", str(ROOT / "configs/unseen.yaml"), "--slices", str(UNSEEN / "runs")]
-    assert main([*argv, "--out-dir", str(out), "--tables-only"]) == 0
+    out = merged_tables("configs/unseen.yaml", UNSEEN / "runs", tmp_path / "merged")
     made = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
     kept = sorted(p.name for p in UNSEEN.iterdir() if p.is_file() and p.name != "README.md")
     assert "generalisation_iqm.md" in made and made == kept
-    differ = [name for name in made if (UNSEEN / name).read_bytes() != (out / name).read_bytes()]
+    differ = differing(UNSEEN, out, made)
     assert not differ, differ
 
 
@@ -91,7 +110,6 @@ def test_the_committed_value_based_tables_are_the_unseen_runs_complete_rows(tmp_
     out = tmp_path / "value-based"
     argv = ["aggregate", "--evaluations", *evaluations, "--fronts", *fronts, "--seeds", "0", "1", "2"]
     assert main([*argv, "--out-dir", str(out)]) == 0
-    committed = ROOT / "docs" / "value-based"
     tables = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
-    differ = [name for name in tables if (committed / name).read_bytes() != (out / name).read_bytes()]
+    differ = differing(ROOT / "docs" / "value-based", out, tables)
     assert tables and not differ, differ
