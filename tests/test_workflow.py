@@ -58,10 +58,10 @@ def test_paper_cpu_grid_dry_run(tmp_path):
     counts, elapsed = grid_dry_run("paper-cpu.yaml", tmp_path)
     config = yaml.safe_load((ROOT / "configs/paper-cpu.yaml").read_text())
     n_envs = len(config["envs"])
-    assert n_envs == 5 and "MO-Ant-v2" not in config["envs"]
+    assert n_envs == 6
     assert "behavior" not in counts and counts["behavior_front"] == n_envs
     assert counts["collect"] == 2 * n_envs
-    assert counts["train"] == counts["evaluate"] == 2 * n_envs * 10 * 3 == 300
+    assert counts["train"] == counts["evaluate"] == 2 * n_envs * 10 * 3 == 360
     assert counts["aggregate"] == 1
     assert elapsed < 30, f"dry run of the paper-cpu grid took {elapsed:.0f} s"
 
