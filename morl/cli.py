@@ -225,6 +225,13 @@ def cmd_merge_slices(args) -> int:
     return 0
 
 
+def cmd_paper_targets(args) -> int:
+    from morl.targets import write_targets
+
+    print(write_targets(args.comparison, args.output), end="")
+    return 0
+
+
 #: The largest seed accepted (numpy, torch and the environments all take it).
 MAX_SEED = 2**31 - 1
 
@@ -477,6 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     sp.add_argument("--tables-only", action="store_true", help="write the tables, not the plots and the HTML page")
+
+    sp = add("paper-targets", cmd_paper_targets, "read a paper comparison against the PEDA paper's main findings")
+    sp.add_argument("--comparison", required=True, help="paper_comparison.csv of morl aggregate or merge-slices")
+    sp.add_argument("--output", type=_output_file, default=None, help="also write the Markdown to this file")
     return p
 
 
@@ -491,6 +502,7 @@ FILE_ARGS = {
     "derive-coverage": (("dataset", "config"), ("output",)),
     "fit-front-model": (("dataset", "config"), ("output",)),
     "import-d4morl": (("pickle",), ("out",)),
+    "paper-targets": (("comparison",), ("output",)),
 }
 
 
