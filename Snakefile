@@ -46,3 +46,4 @@ rule all:
         all_evaluations(),
         all_curves(),
         all_behavior_fronts(),
+        all_data_cards(),

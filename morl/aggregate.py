@@ -6,9 +6,11 @@ and writes into ``out_dir``
 * ``metrics.csv`` (one row per evaluation: env, quality, entropy, model, seed, HV, SP, the ratio
   deviations, mean utility, EUM, IGD, cardinality, and for a coverage variant the held-out HV,
   MODULI's return deviation RD and the distance to the data front)
-  and ``baselines.csv`` (B and the trivial zero-/random-action policies, one row each per env);
+  and ``baselines.csv`` (the behavior policy's front on the grid and the trivial zero-/random-action
+  policies, one row each per env);
 * ``hv.{md,csv,tex}`` and ``sp.{md,csv,tex}``: the HV and SP tables in the paper's layout
-  (:func:`morl.tables.metric_table`; the CSV has one row per cell and seed);
+  (:func:`morl.tables.metric_table`; the CSV has one row per cell and seed); the HV table's B is
+  each dataset's own front, read from the dataset cards given (:func:`read_data_fronts`);
 * ``paper_comparison.{md,csv,tex}``: each model's HV as a fraction of B, ours beside the paper's;
 * ``results.md`` (every table, in one Markdown file) and ``summary.html`` (one self-contained
   page with every table and the HV and Pareto figures embedded);
@@ -22,7 +24,7 @@ and writes into ``out_dir``
   of HV / B per model and the probability of improvement between models, with intervals
   (:mod:`morl.stats`), drawn in ``plots/statistics/{iqm,improvement}.{png,pdf}``;
 * with coverage variants among the datasets, ``generalisation.{md,csv,tex}``: per variant row and
-  model, the HV / B reached at the held-out preferences (B's HV at the same points) by the runs
+  model, the HV / B reached at the held-out preferences (the behavior policy's HV at the same points) by the runs
   trained on the variant and by the same model and seeds trained on the complete data, and
   ``generalisation_iqm.{md,csv,tex}``: the interquartile mean of both per model and coverage, with
   intervals, drawn in ``plots/statistics/generalisation.{png,pdf}``.
@@ -47,6 +49,7 @@ import numpy as np
 import polars as pl
 
 from morl.data import DataFileError, FileMismatchError, atomic_write, short_hash
+from morl.dataset_info import read_card
 from morl.envs import ENV_SPECS, get_spec
 from morl.errors import InputError
 from morl.evaluate import read_evaluation, summarize
@@ -394,8 +397,8 @@ def collect_metrics(
 ):
     """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev (MODULI's),
     ratio_dev_all (ours), utility, n_nondominated, n_points, eum, igd (of the run's non-dominated
-    points, to the union front of B and every model evaluated on the same dataset, from the files
-    given), cardinality, and for a coverage variant of a dataset (its entropy labelled e.g.
+    points, to the union front of the behavior policy's and every model's points evaluated on the
+    same dataset, from the files given), cardinality, and for a coverage variant of a dataset (its entropy labelled e.g.
     ``high-shattered``) the held-out count, HV, MODULI's RD (from the front model among
     ``front_models`` fitted on the complete dataset the variant's evaluation records, with its step
     count) and the distance to the data front (:func:`held_out_measures`), the HV the same model and
@@ -511,6 +514,23 @@ def _read_curve(path: str | os.PathLike) -> pl.DataFrame:
     return curve
 
 
+def read_data_fronts(cards: Sequence[str | os.PathLike]) -> dict[Dataset, float]:
+    """B of each dataset, the HV of its own front, from its card (:func:`morl.dataset_info.read_card`):
+    (env, quality, entropy) -> data HV. Two cards of one dataset that disagree are refused, naming
+    both files."""
+    out: dict[Dataset, float] = {}
+    source: dict[Dataset, str] = {}
+    for path in cards:
+        card = read_card(path)
+        key = (card["env"], card["quality"], card["entropy"])
+        if key in out and out[key] != card["data_hv"]:
+            raise FileMismatchError(
+                source[key], path, [f"two cards of {'/'.join(key)} with data HV {out[key]} and {card['data_hv']}"]
+            )
+        out[key], source[key] = card["data_hv"], str(path)
+    return out
+
+
 def aggregate(
     model_evals: Sequence[str | os.PathLike],
     behavior_evals: Sequence[str | os.PathLike],
@@ -521,6 +541,7 @@ def aggregate(
     curves: Mapping[str, str | os.PathLike] | None = None,
     plots: bool = True,
     front_models: Sequence[str | os.PathLike] = (),
+    data_cards: Sequence[str | os.PathLike] = (),
 ) -> dict[str, Path]:
     """Write the tables and plots listed in the module docstring into ``out_dir``; return their paths.
 
@@ -536,8 +557,12 @@ def aggregate(
         plots: False writes the tables only (``summary.html`` then has no figures).
         front_models: front model files (``front_model`` stage, :mod:`morl.front_model`), one per
             complete dataset with coverage variants: MODULI's RD of the variants' runs.
+        data_cards: dataset cards (``*.card.md``, :mod:`morl.dataset_info`), one per complete
+            dataset: B of its rows, the HV of the data's own front. A row without one has no B
+            and no HV / B ("—").
     """
     out_dir = Path(out_dir)
+    data_hv = read_data_fronts(data_cards)
     metrics, baselines = collect_metrics(model_evals, behavior_evals, front_models)
     # one row order whatever the order of the files given (a run's own, or merged slices')
     row_of = {d: i for i, d in enumerate(sort_datasets(metrics.select("env", "quality", "entropy").iter_rows()))}
@@ -564,19 +589,19 @@ def aggregate(
     out["baselines"] = _write_csv(out_dir / "baselines.csv", baselines.drop("file"))
 
     tables = {
-        "hv": metric_table(metrics, baselines, datasets, HV, models, expected_seeds),
-        "sp": metric_table(metrics, baselines, datasets, SP, models, expected_seeds),
+        "hv": metric_table(metrics, data_hv, datasets, HV, models, expected_seeds),
+        "sp": metric_table(metrics, data_hv, datasets, SP, models, expected_seeds),
     }
     longs = {
-        "hv": metric_long(metrics, baselines, datasets, HV, models),
-        "sp": metric_long(metrics, baselines, datasets, SP, models),
+        "hv": metric_long(metrics, data_hv, datasets, HV, models),
+        "sp": metric_long(metrics, data_hv, datasets, SP, models),
     }
-    comparison = comparison_long(metrics, baselines, datasets, models)
+    comparison = comparison_long(metrics, data_hv, datasets, models)
     tables["paper_comparison"] = comparison_table(comparison, datasets, models)
     longs["paper_comparison"] = comparison
-    longs["intervals"] = interval_long(metrics, baselines, datasets, models)
+    longs["intervals"] = interval_long(metrics, data_hv, datasets, models)
     tables["intervals"] = interval_table(longs["intervals"])
-    scores, score_rows = normalised_scores(metrics, baselines, datasets, models)
+    scores, score_rows = normalised_scores(metrics, data_hv, datasets, models)
     tables["iqm"], longs["iqm"] = iqm_table(scores, score_rows)
     tables["improvement"], longs["improvement"] = improvement_table(scores)
     if any(is_variant(entropy) for _, _, entropy in datasets):
@@ -601,7 +626,7 @@ def aggregate(
         write_plots(
             out_dir / "plots",
             metrics,
-            baselines,
+            data_hv,
             datasets,
             models,
             curves or {},
@@ -659,7 +684,7 @@ def aggregate(
 def write_plots(
     plot_dir: Path,
     metrics: pl.DataFrame,
-    baselines: pl.DataFrame,
+    data_hv: Mapping[Dataset, float],
     datasets: Sequence[Dataset],
     models: Sequence[str],
     curves: Mapping[str, str | os.PathLike],
@@ -724,7 +749,7 @@ def write_plots(
             fig = curves_figure(f"Training curves: {label}", with_curves)
             out[f"curves:{name}"], _ = save_figure(fig, plot_dir / "curves" / stem)
 
-    long = metric_long(metrics, baselines, datasets, HV, models)
+    long = metric_long(metrics, data_hv, datasets, HV, models)
     for env in sorted({d[0] for d in datasets}):
         stats = [r for k, r in cell_stats(long.filter(pl.col("env") == env)).items()]
         if not stats:

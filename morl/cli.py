@@ -197,6 +197,7 @@ def cmd_aggregate(args) -> int:
         seeds=args.seeds,
         curves=dict(zip(args.evaluations, args.curves or [])),
         front_models=args.front_models,
+        data_cards=args.data_cards,
     )
     print(Path(outputs["results"]).read_text())
     return 0
@@ -477,6 +478,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="the front model of each complete dataset with "
         "coverage variants (morl fit-front-model), for MODULI's return deviation RD",
+    )
+    sp.add_argument(
+        "--data-cards",
+        nargs="*",
+        default=[],
+        help="the card of each dataset (morl dataset-info FILE > FILE.card.md): B of its rows, the HV of the "
+        "data's own front; a row without one has no B and no HV / B",
     )
     sp.add_argument("--out-dir", required=True, type=_output_dir)
 

@@ -70,10 +70,11 @@ def pareto_figure(
     objectives: Sequence[str] | None = None,
 ):
     """Scatter of every model's achieved returns (all seeds; faint), its non-dominated points
-    (over all its seeds; large, outlined, joined for two objectives) and B's front (black).
+    (over all its seeds; large, outlined, joined for two objectives) and the behavior policy's
+    front on the same grid (black; ``behavior``).
 
     With three objectives there is one panel per pair of objectives; the highlighted points are
-    non-dominated in all three. Legend: B (if given), then one entry per model.
+    non-dominated in all three. Legend: the behavior policy (if given), then one entry per model.
     """
     plt = _pyplot()
     some = behavior if behavior is not None else next(pts for runs in model_points.values() for pts in runs)
@@ -89,7 +90,8 @@ def pareto_figure(
             front = pareto_front(pts)
             front = front[np.argsort(front[:, i])]
             ax.scatter(pts[:, i], pts[:, j], s=7, alpha=0.25, color=color, linewidths=0)
-            style = dict(color=color, label=f"{display_name(name)} ({len(front)} non-dominated)")
+            shown = "behavior policy" if name == "B" else display_name(name)
+            style = dict(color=color, label=f"{shown} ({len(front)} non-dominated)")
             if name == "B":
                 ax.plot(
                     front[:, i], front[:, j], "-" if n_obj == 2 else "", marker="s", ms=4, lw=1.6, zorder=3, **style

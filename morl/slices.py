@@ -143,7 +143,8 @@ def export_slice(
 
 def slice_files(slices_dir: str | os.PathLike) -> dict[str, list[str]]:
     """The evaluations, their curves (in the same order; a missing one is left out of the curves),
-    behavior fronts and front models of every slice in ``slices_dir``, each list in a fixed order."""
+    behavior fronts, front models and dataset cards of every slice in ``slices_dir``, each list in a
+    fixed order."""
     root = Path(slices_dir)
     if not root.is_dir():
         raise InputError(f"{root}: no slices folder")
@@ -158,6 +159,7 @@ def slice_files(slices_dir: str | os.PathLike) -> dict[str, list[str]]:
             str(s / "behavior" / "front.parquet") for s in slices if (s / "behavior" / "front.parquet").is_file()
         ],
         "front_models": [str(p) for s in slices for p in sorted(s.rglob("*.front_model.pt"))],
+        "data_cards": [str(p) for s in slices for p in sorted((s / "data").glob("*.card.md"))],
     }
 
 
@@ -204,6 +206,7 @@ def merge_slices(
         curves=curves,
         front_models=found["front_models"],
         plots=plots,
+        data_cards=found["data_cards"],
     )
     out["slices"] = Path(out_dir) / "slices.md"
     text = provenance_table(slices_dir)

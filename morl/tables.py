@@ -1,12 +1,15 @@
 """The paper's result tables, from the per-evaluation metrics, as Markdown, CSV, LaTeX and HTML.
 
 Input is the ``metrics`` frame of :func:`morl.aggregate.collect_metrics` (one row per evaluation
-file: env, quality, entropy, model, seed, hv, sp, ...) and the ``baselines`` frame (the behavior
-policy B and the trivial policies, one row per env). Polars does the grouping.
+file: env, quality, entropy, model, seed, hv, sp, ...) and ``data_hv``, B of each dataset: the HV
+of the data's own front (its card's "data HV", :func:`morl.dataset_info.read_card`), as the PEDA
+paper's tables define B. A coverage variant's rows use the B of the complete dataset it was cut
+from (:func:`b_of`). Polars does the grouping.
 
 * :func:`metric_long` - one row per table cell and seed, raw and in the paper's units (the CSV);
-* :func:`metric_table` - HV or SP in the paper's layout: rows env x dataset, columns B and the
-  models, cells mean ± std over seeds in the paper's units, best model per row in bold;
+* :func:`metric_table` - HV or SP in the paper's layout: rows env x dataset, columns the models
+  (and B in the HV table), cells mean ± std over seeds in the paper's units, best model per row
+  in bold;
 * :func:`comparison_long` / :func:`comparison_table` - each model's HV as a fraction of our B,
   beside the same fraction from the published numbers (:mod:`morl.paper`);
 * :func:`to_markdown`, :func:`to_latex` (booktabs), :func:`to_html` - one renderer per format
@@ -50,6 +53,14 @@ PARTIAL_MARK = "†"
 DIGITS = 2
 
 Dataset = tuple[str, str, str]  # (env, quality, entropy)
+
+
+def b_of(data_hv: Mapping[Dataset, float], dataset: Dataset) -> float | None:
+    """B of a table row: the data HV of its dataset; a coverage variant (entropy ``high-shattered``)
+    takes the B of the complete dataset it was cut from, so that its runs and those on the
+    complete data are divided by the same number. None when no card gave it."""
+    env, quality, entropy = dataset
+    return data_hv.get((env, quality, entropy.partition("-")[0]))
 
 
 @dataclass(frozen=True)
@@ -162,11 +173,15 @@ LONG_SCHEMA = {
 
 
 def metric_long(
-    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], metric: Metric, models: Sequence[str]
+    metrics: pl.DataFrame,
+    data_hv: Mapping[Dataset, float],
+    datasets: Sequence[Dataset],
+    metric: Metric,
+    models: Sequence[str],
 ) -> pl.DataFrame:
     """One row per table cell and seed: metric, env, quality, entropy, model, seed, value (raw), unit,
-    value_in_units. B (the behavior policy, one evaluation per env) has a null seed and appears in
-    every dataset row of its env. Cells without evaluations have no rows."""
+    value_in_units. For HV, B (the dataset's own front, ``data_hv``) has a null seed, one row per
+    dataset row that has it; the SP table has no B. Cells without evaluations have no rows."""
     schema = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "_row": pl.Int64}
     cells = pl.DataFrame([(*d, i) for i, d in enumerate(datasets)], orient="row", schema=schema)
     runs = (
@@ -174,24 +189,28 @@ def metric_long(
         .select("env", "quality", "entropy", "model", pl.col("seed").cast(pl.Int64), pl.col(metric.key).alias("value"))
         .join(cells, on=["env", "quality", "entropy"], how="inner")
     )
-    b = (
-        baselines.filter(pl.col("policy") == "behavior")
-        .select("env", pl.col(metric.key).alias("value"))
-        .join(cells, on="env", how="inner")
-        .select(
-            "env",
-            "quality",
-            "entropy",
-            pl.lit("B").alias("model"),
-            pl.lit(None, pl.Int64).alias("seed"),
-            "value",
-            "_row",
-        )
+    b_rows = [
+        (*d, "B", None, b, i)
+        for i, d in enumerate(datasets)
+        if metric.key == HV.key and (b := b_of(data_hv, tuple(d))) is not None
+    ]
+    b = pl.DataFrame(
+        b_rows,
+        orient="row",
+        schema={
+            "env": pl.String,
+            "quality": pl.String,
+            "entropy": pl.String,
+            "model": pl.String,
+            "seed": pl.Int64,
+            "value": pl.Float64,
+            "_row": pl.Int64,
+        },
     )
     units = pl.DataFrame({"env": list(metric.units), "unit": list(metric.units.values())})
     column = pl.DataFrame({"model": ["B", *models], "_col": list(range(len(models) + 1))})
     return (
-        pl.concat([b, runs])
+        pl.concat([b, runs.with_columns(pl.col("value").cast(pl.Float64))])
         .join(units, on="env", how="left")
         .join(column, on="model", how="left")
         .with_columns(pl.col("unit").fill_null(1.0))
@@ -236,27 +255,31 @@ def _format_stat(stat: dict | None, expected_seeds: int | None) -> tuple[str, st
 
 def metric_table(
     metrics: pl.DataFrame,
-    baselines: pl.DataFrame,
+    data_hv: Mapping[Dataset, float],
     datasets: Sequence[Dataset],
     metric: Metric,
     models: Sequence[str] | None = None,
     expected_seeds: int | None = None,
 ) -> Table:
-    """HV or SP in the paper's layout (rows env x dataset; columns B, MODT(P), ..., BC)."""
+    """HV or SP in the paper's layout (rows env x dataset; columns B (HV only), MODT(P), ..., BC)."""
     models = ordered_models(models, metrics)
     datasets = list(datasets)
-    stats = cell_stats(metric_long(metrics, baselines, datasets, metric, models))
-    header = [Cell("env"), Cell("dataset"), Cell("unit"), *[Cell(display_name(m)) for m in ["B", *models]]]
-    rows, any_missing, any_partial = [], False, False
+    stats = cell_stats(metric_long(metrics, data_hv, datasets, metric, models))
+    columns = ["B", *models] if metric.key == HV.key else list(models)
+    header = [Cell("env"), Cell("dataset"), Cell("unit"), *[Cell(display_name(m)) for m in columns]]
+    rows, any_missing, any_partial, b_missing = [], False, False, False
     for env, quality, entropy in datasets:
         unit = metric.units.get(env, 1.0)
         row = [Cell(env), Cell(dataset_label(quality, entropy)), Cell(f"×{unit_label(unit)}", unit_latex(unit))]
         cells = {}
-        for m in ["B", *models]:
+        for m in columns:
             st = stats.get((env, quality, entropy, m))
             text, tex = _format_stat(st, expected_seeds)
             cells[m] = Cell(text, tex)
-            any_missing |= st is None
+            if m == "B":
+                b_missing |= st is None
+            else:
+                any_missing |= st is None
             any_partial |= PARTIAL_MARK in text
         # best model of the row: compare the means as displayed, so ties are bolded alike
         shown = {
@@ -268,16 +291,21 @@ def metric_table(
             best = max(shown.values()) if metric.higher_is_better else min(shown.values())
             for m, v in shown.items():
                 cells[m].bold = v == best
-        rows.append(row + [cells[m] for m in ["B", *models]])
+        rows.append(row + [cells[m] for m in columns])
     units = ", ".join(f"{e} ×{unit_label(metric.units.get(e, 1.0))}" for e in dict.fromkeys(d[0] for d in datasets))
     notes = [
         f"Cells: mean ± std over training seeds (population std), divided by the paper's unit ({units or 'none'}); "
         "a single number is a single seed.",
-        "B: the behavior policy evaluated on the same preference grid (one evaluation per env, shown in every "
-        "dataset row of that env).",
-        f"Bold: the best model of the row ({'highest' if metric.higher_is_better else 'lowest'} mean as shown; "
-        "B is not ranked).",
     ]
+    if metric.key == HV.key:
+        notes.append(
+            "B: the HV of the dataset's own front (its trajectories' returns), as the PEDA paper defines it; a "
+            "coverage variant's row shows the B of the complete dataset it was cut from."
+        )
+    notes.append(
+        f"Bold: the best model of the row ({'highest' if metric.higher_is_better else 'lowest'} mean as shown"
+        + ("; B is not ranked)." if metric.key == HV.key else ").")
+    )
     if not metric.higher_is_better and metric.key == "sp":
         notes.append(
             "SP alone misleads: a front that collapsed to one or two points scores 0 or near it; read it "
@@ -289,6 +317,8 @@ def metric_table(
         )
     if any_missing:
         notes.append(f"{MISSING} : not evaluated yet (no evaluation file for this cell).")
+    if b_missing:
+        notes.append(f"{MISSING} under B: no card of the dataset was given, so its data HV is not known.")
     return Table(metric.title, header, rows, notes)
 
 
@@ -298,11 +328,15 @@ def metric_table(
 
 
 def comparison_long(
-    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str] | None = None
+    metrics: pl.DataFrame,
+    data_hv: Mapping[Dataset, float],
+    datasets: Sequence[Dataset],
+    models: Sequence[str] | None = None,
 ) -> pl.DataFrame:
-    """Per env, dataset and model: our mean HV and B (paper units), our HV / B, and the paper's."""
+    """Per env, dataset and model: our mean HV and B (the dataset's own front; paper units), our
+    HV / B, and the paper's."""
     models = ordered_models(models, metrics)
-    stats = cell_stats(metric_long(metrics, baselines, list(datasets), HV, models))
+    stats = cell_stats(metric_long(metrics, data_hv, list(datasets), HV, models))
     rows = []
     for env, quality, entropy in datasets:
         b = stats.get((env, quality, entropy, "B"))
@@ -390,9 +424,9 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         row.append(Cell(MISSING if tau is None else f"{tau:+.2f}"))
         rows.append(row)
     notes = [
-        "Each cell: the model's mean HV over seeds divided by B's HV on the same dataset, ours / the paper's "
-        "(PEDA paper, High-H datasets; docs/protocol.md). 1.00 means as good as the behavior front; above 1 the model stitched "
-        "a better front than its data.",
+        "Each cell: the model's mean HV over seeds divided by B, the HV of the dataset's own front (its "
+        "trajectories' returns), ours / the paper's (PEDA paper, High-H datasets; docs/protocol.md). 1.00 means as "
+        "good as the data's front; above 1 the model stitched a better front than its data.",
         "Rank agreement: Kendall's τ between our and the paper's ordering of the models in the row "
         "(+1 same order, −1 reversed), over the models both sides have.",
     ]
@@ -403,8 +437,8 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         )
     if any_missing:
         notes.append(
-            f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B front with a "
-            "positive HV to divide by."
+            f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B to divide by (no card "
+            "of the dataset given, or a data HV of 0)."
         )
     return Table("Paper comparison: HV as a fraction of B, ours / published", header, rows, notes)
 
@@ -554,7 +588,7 @@ def _mean_std(values: np.ndarray) -> tuple[float | None, float | None]:
 
 
 def interval_long(
-    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]
+    metrics: pl.DataFrame, data_hv: Mapping[Dataset, float], datasets: Sequence[Dataset], models: Sequence[str]
 ) -> pl.DataFrame:
     """Per env, dataset and model: HV mean, std and 95% bootstrap interval over seeds (paper units),
     HV / B, the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`), MODULI's
@@ -564,10 +598,10 @@ def interval_long(
     from morl.stats import cell_interval
 
     models = ordered_models(models, metrics)
-    b = {r["env"]: r["hv"] for r in baselines.filter(pl.col("policy") == "behavior").iter_rows(named=True)}
     rows = []
     for env, quality, entropy in datasets:
         unit = HV_UNITS.get(env, 1.0)
+        b_hv = b_of(data_hv, (env, quality, entropy))
         for m in models:
             runs = metrics.filter(
                 (pl.col("env") == env)
@@ -579,7 +613,6 @@ def interval_long(
                 continue
             hv = runs["hv"].to_numpy() / unit
             low, high = cell_interval(hv, CONFIDENCE, REPS, STATS_SEED)
-            b_hv = b.get(env)
             held = _finite(runs, "hv_held_out") / unit
             held_ci = cell_interval(held, CONFIDENCE, REPS, STATS_SEED) if len(held) else (None, None)
             ratio, rd, fd = (_finite(runs, k) for k in ("ratio_dev", "rd_held_out", "front_distance_held_out"))
@@ -705,8 +738,8 @@ def interval_table(long: pl.DataFrame) -> Table:
         "HV: mean ± std over training seeds in the paper's unit; 95% CI: percentile bootstrap of that mean over the "
         f"seeds ({REPS} resamples; with 3 seeds an interval is coarse, and a single seed has none).",
         "EUM: expected utility over 100 evenly spread weights (morl-baselines); IGD: inverted generational distance "
-        "to the union front of B and every model evaluated on the dataset (raw returns, lower is better); "
-        "cardinality: distinct non-dominated points. Means over seeds.",
+        "to the union front of the behavior policy's grid evaluation and every model evaluated on the dataset (raw "
+        "returns, lower is better); cardinality: distinct non-dominated points. Means over seeds.",
         "Ratio dev.: MODULI's ratio deviation, the mean of ‖R / ΣR − w‖₂ over the grid points PEDA keeps (no negative "
         "objective, not dominated within the run's points); mean ± std over seeds, lower is better. metrics.csv "
         "also has ratio_dev_all, this project's variant over every point.",
@@ -746,23 +779,27 @@ def interval_table(long: pl.DataFrame) -> Table:
 
 
 def normalised_scores(
-    metrics: pl.DataFrame, baselines: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]
+    metrics: pl.DataFrame, data_hv: Mapping[Dataset, float], datasets: Sequence[Dataset], models: Sequence[str]
 ) -> tuple[dict[str, np.ndarray], list[Dataset]]:
-    """HV / B per model as ``(n_seeds, n_rows)`` arrays over the dataset rows every model has with the
-    same number of seeds (the shape interval statistics need), and those rows."""
-    b = {r["env"]: r["hv"] for r in baselines.filter(pl.col("policy") == "behavior").iter_rows(named=True)}
+    """HV / B per model as ``(n_seeds, n_rows)`` arrays over the dataset rows that have a B and where
+    every model has the same number of seeds, the largest such number among the rows (the shape
+    interval statistics need), and those rows."""
     per_row: dict[Dataset, dict[str, np.ndarray]] = {}
     for env, quality, entropy in datasets:
-        if not b.get(env):
+        b = b_of(data_hv, (env, quality, entropy))
+        if not b:
             continue
         cell = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy))
-        scores = {m: cell.filter(pl.col("model") == m).sort("seed")["hv"].to_numpy() / b[env] for m in models}
+        scores = {m: cell.filter(pl.col("model") == m).sort("seed")["hv"].to_numpy() / b for m in models}
         counts = {len(v) for v in scores.values()}
         if len(counts) == 1 and 0 not in counts:
             per_row[(env, quality, entropy)] = scores
-    rows = list(per_row)
-    if not rows:
+    if not per_row:
         return {}, []
+    # one array needs one seed count: while a grid runs, rows can have fewer seeds than others, and
+    # only the rows with the most seeds enter
+    most = max(len(next(iter(scores.values()))) for scores in per_row.values())
+    rows = [r for r, scores in per_row.items() if len(next(iter(scores.values()))) == most]
     return {m: np.stack([per_row[r][m] for r in rows], axis=1) for m in models}, rows
 
 
@@ -968,8 +1005,9 @@ def generalisation_table(long: pl.DataFrame) -> Table:
         )
     notes = [
         "On the held-out preferences only: the grid points whose w₁ lies in a band the variant removed from its data. "
-        "HV / B there: the HV of the returns a run reached at those points divided by the HV of B's returns at the same "
-        "points. Variant: runs trained on the variant; complete data: the same model and seeds trained on the "
+        "HV / B there: the HV of the returns a run reached at those points divided by the HV of the behavior policy's "
+        "returns at the same points (its evaluation on the grid: the data's own front, B elsewhere, has no returns "
+        "per preference point). Variant: runs trained on the variant; complete data: the same model and seeds trained on the "
         "complete data, evaluated on the same grid.",
         f"Mean over seeds [95% percentile-bootstrap interval, {REPS} resamples]; variant − complete is paired by seed. "
         "A difference whose interval contains 0 is not resolved by this experiment; with 3 seeds intervals are coarse.",

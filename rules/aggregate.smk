@@ -10,6 +10,7 @@ rule aggregate:
         fronts=all_behavior_fronts(),
         curves=all_curves(),
         front_models=all_front_models(),
+        data_cards=all_data_cards(),
     output:
         **table_outputs(TABLES, with_report=True),
         **plot_outputs(TABLES, with_report=True),
@@ -37,6 +38,10 @@ rule partial_tables:
         fronts=lambda wc: [f for f in all_behavior_fronts() if os.path.exists(f)],
         curves=lambda wc: [c for _, c in runs_on_disk() if c],
         front_models=lambda wc: [m for m in all_front_models() if os.path.exists(m)],
+        # a card is made from its dataset in seconds: those of the datasets on disk now
+        data_cards=lambda wc: [
+            c for c, (e, q, h) in zip(all_data_cards(), complete_datasets()) if os.path.exists(dataset_file(e, q, h))
+        ],
     output:
         **table_outputs(PARTIAL_TABLES, with_report=False),
         **plot_outputs(PARTIAL_TABLES, with_report=False),

@@ -15,3 +15,20 @@ rule collect:
         settings=config["collect"],
     script:
         "../workflow_scripts/collect.py"
+
+
+rule dataset_card:
+    """Describe one dataset in numbers (morl dataset-info): its card holds the data's own front,
+    B of the dataset's table rows (the denominator of HV / B)."""
+    input:
+        dataset=lambda wc: dataset_file(wc.env, wc.quality, wc.entropy),
+        front=BEHAVIOR_FRONT,
+    output:
+        card=DATASET_CARD,
+    log:
+        os.path.join(LOGS, "dataset_card/{env}/{quality}-{entropy}.log"),
+    conda:
+        "../envs/morl.yaml"
+    threads: 1
+    script:
+        "../workflow_scripts/dataset_card.py"

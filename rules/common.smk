@@ -30,6 +30,8 @@ wildcard_constraints:
 BEHAVIOR = os.path.join(R, "{env}/behavior/policy.pt")
 BEHAVIOR_FRONT = os.path.join(R, "{env}/behavior/front.parquet")
 DATASET = os.path.join(R, "{env}/data/{quality}-{entropy}.parquet")
+# A dataset's card (morl dataset-info): its data HV is B of the dataset's table rows.
+DATASET_CARD = os.path.join(R, "{env}/data/{quality}-{entropy}.card.md")
 VARIANT = os.path.join(R, "{env}/data/{quality}-{entropy}{coverage}.parquet")
 # MODULI's front model of a complete dataset with variants (its return deviation's reference)
 FRONT_MODEL = os.path.join(R, "{env}/data/{quality}-{entropy}.front_model.pt")
@@ -117,6 +119,16 @@ def all_front_models():
 
 def all_behavior_fronts():
     return expand(BEHAVIOR_FRONT, env=config["envs"])
+
+
+def complete_datasets():
+    """(env, quality, entropy) of every complete dataset, in the order of all_data_cards()."""
+    return [(e, q, h) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]]
+
+
+def all_data_cards():
+    """The card of every complete dataset (a coverage variant's rows take its complete dataset's B)."""
+    return expand(DATASET_CARD, env=config["envs"], quality=config["qualities"], entropy=config["entropies"])
 
 
 def all_curves():

@@ -48,6 +48,16 @@ def fake_front(path, behavior, zero, random, **extra):
     return path
 
 
+def fake_card(path, quality, entropy, data_hv):
+    """A dataset card (morl dataset-info) as the tables read it: the dataset's names and its data HV."""
+    path.write_text(
+        f"{ENV}/data/{quality}-{entropy}.parquet\n"
+        f"  env_id {ENV}, quality {quality}, preference entropy label '{entropy}'\n"
+        f"  data HV          {data_hv:.6g}  (trajectory returns, reference point 0; 2 non-dominated of 9)\n"
+    )
+    return path
+
+
 @pytest.fixture
 def synthetic(tmp_path):
     """Expert high-H: MODT(P) on two seeds, BC on two seeds; amateur high-H and expert low-H: nothing yet.
@@ -57,7 +67,8 @@ def synthetic(tmp_path):
       MODT(P) seed 1: {(2000, 2000)}: HV 4e6, SP 0           -> HV 3.50 ± 0.50, SP 100.00 ± 100.00
       BC seed 0: {(1000, 1000), (500, 500)}: HV 1e6, SP 0 (one non-dominated point)
       BC seed 1: {(1500, 1000)}: HV 1.5e6, SP 0              -> HV 1.25 ± 0.25, SP 0.00 ± 0.00
-      B: {(2000, 2500), (2500, 2000)}: HV = 2000*2500 + 500*2000 = 6e6; SP = 2*500^2 = 5e5 -> 6.00, 50.00
+      behavior front: {(2000, 2500), (2500, 2000)}: HV = 2000*2500 + 500*2000 = 6e6; SP = 2*500^2 = 5e5
+      B (the data's own front, from the cards): expert high-H 6e6, amateur high-H 5e6, expert low-H no card
     """
     d = tmp_path / "evals"
     d.mkdir()
@@ -74,11 +85,13 @@ def synthetic(tmp_path):
         c.write_text("step,loss,lr\n" + "".join(f"{s},{1.0 / (s + i)},0.001\n" for s in range(1, 6)))
         curves[str(e)] = c
     datasets = [(ENV, "expert", "high"), (ENV, "amateur", "high"), (ENV, "expert", "low")]
-    return {"evals": evals, "front": front, "curves": curves, "datasets": datasets, "dir": tmp_path}
+    cards = [fake_card(d / "eh.card.md", "expert", "high", 6e6), fake_card(d / "ah.card.md", "amateur", "high", 5e6)]
+    return {"evals": evals, "front": front, "curves": curves, "datasets": datasets, "dir": tmp_path, "cards": cards}
 
 
 def run_aggregate(s, **kw):
     kw.setdefault("models", ["dt-p", "bc"])
+    kw.setdefault("data_cards", s["cards"])
     return aggregate(s["evals"], [s["front"]], s["dir"] / "tables", datasets=s["datasets"],
                      curves=s["curves"], **kw)  # fmt: skip
 
@@ -90,13 +103,15 @@ def test_metric_tables_match_hand_computation(synthetic):
     assert "| MO-HalfCheetah-v2 | expert high-H | ×1e6 | 6.00 | **3.50 ± 0.50** | 1.25 ± 0.25 |" in hv
     # rows are in the paper's order: expert before amateur, high before low entropy
     assert hv.index("expert high-H") < hv.index("expert low-H") < hv.index("amateur high-H")
-    # missing cells: "—" with a footnote; B is per env, so it is known in every row
-    assert "| MO-HalfCheetah-v2 | amateur high-H | ×1e6 | 6.00 | — | — |" in hv
-    assert "— : not evaluated yet" in hv
+    # missing cells: "—" with a footnote; B is each dataset's own (amateur 5e6), unknown without a card
+    assert "| MO-HalfCheetah-v2 | amateur high-H | ×1e6 | 5.00 | — | — |" in hv
+    assert "| MO-HalfCheetah-v2 | expert low-H | ×1e6 | — | — | — |" in hv
+    assert "— : not evaluated yet" in hv and "— under B: no card of the dataset" in hv
     assert "†" not in hv  # every cell that exists has both configured seeds
 
-    sp = out["sp_md"].read_text()
-    assert "| MO-HalfCheetah-v2 | expert high-H | ×1e4 | 50.00 | 100.00 ± 100.00 | **0.00 ± 0.00** |" in sp
+    sp = out["sp_md"].read_text()  # the paper's SP table has no B column either
+    assert "| env | dataset | unit | MODT(P) | BC |" in sp
+    assert "| MO-HalfCheetah-v2 | expert high-H | ×1e4 | 100.00 ± 100.00 | **0.00 ± 0.00** |" in sp
 
     # the CSV: raw numbers, one row per cell and seed (B has no seed)
     csv = pl.read_csv(out["hv_csv"])
@@ -105,7 +120,7 @@ def test_metric_tables_match_hand_computation(synthetic):
     assert expert["value"].to_list() == pytest.approx([6e6, 3e6, 4e6, 1e6, 1.5e6])
     assert expert["value_in_units"].to_list() == pytest.approx([6.0, 3.0, 4.0, 1.0, 1.5])
     assert expert["seed"].to_list() == [None, 0, 1, 0, 1]
-    assert len(csv) == 5 + 2  # B alone in the two rows without evaluations
+    assert len(csv) == 5 + 1  # B alone in the amateur row; the low-entropy row has no card
 
     metrics = pl.read_csv(out["metrics"])
     assert len(metrics) == 4 and set(metrics.columns) >= {"hv", "sp", "ratio_dev", "utility", "n_nondominated"}
@@ -130,9 +145,9 @@ def test_paper_comparison_fractions(synthetic):
     # ours: 3.5 / 6 = 0.58 and 1.25 / 6 = 0.21; paper (expert HalfCheetah): MODT(P) 5.73 / 5.79, BC 1.53 / 5.79
     assert "| MO-HalfCheetah-v2 | expert high-H | 6.00 (×1e6) | 0.58 / 0.99 | 0.21 / 0.26 | +1.00 |" in md
     # amateur: not evaluated yet, the paper has MODT(P) 5.69 / 5.68 and BC 2.92 / 5.68
-    assert "| MO-HalfCheetah-v2 | amateur high-H | 6.00 (×1e6) | — / 1.00 | — / 0.51 | — |" in md
-    # low entropy: the paper has no numbers
-    assert "| MO-HalfCheetah-v2 | expert low-H | 6.00 (×1e6) | — / — | — / — | — |" in md
+    assert "| MO-HalfCheetah-v2 | amateur high-H | 5.00 (×1e6) | — / 1.00 | — / 0.51 | — |" in md
+    # low entropy: the paper has no numbers, and no card gave our B
+    assert "| MO-HalfCheetah-v2 | expert low-H | — | — / — | — / — | — |" in md
     assert "reports High-H" in md
     csv = pl.read_csv(out["paper_comparison_csv"])
     row = csv.filter((pl.col("quality") == "expert") & (pl.col("entropy") == "high") & (pl.col("model") == "dt-p"))
@@ -198,7 +213,7 @@ def test_latex_tables_are_balanced_booktabs_and_compile(synthetic, tmp_path):
     texts = {name: out[f"{name}_tex"].read_text() for name in ("hv", "sp", "paper_comparison")}
     assert check_tabular(texts["hv"]) == 1 + 3  # header + three datasets
     assert "\\textbf{3.50 $\\pm$ 0.50$^\\dagger$}" in texts["hv"]
-    assert "MO-HalfCheetah-v2 & amateur high-H & $\\times 10^{6}$ & 6.00 & --- & --- \\\\" in texts["hv"]
+    assert "MO-HalfCheetah-v2 & amateur high-H & $\\times 10^{6}$ & 5.00 & --- & --- \\\\" in texts["hv"]
     for text in texts.values():
         check_tabular(text)
         assert text.isascii(), "pdflatex needs every non-ASCII character spelled as a macro"
@@ -437,7 +452,7 @@ def test_plot_files_exist_and_are_not_empty(synthetic):
     out = run_aggregate(synthetic, seeds=[0, 1])
     kinds = {k.split(":")[0] for k in out if ":" in k}
     assert kinds == {"plot", "preference", "curves", "hv", "statistics"}
-    # Pareto: B's front exists for every dataset row; the others only where a model was evaluated
+    # Pareto: the behavior policy's front exists for every dataset row; the others only where a model was evaluated
     assert {k for k in out if k.startswith("plot:")} == {f"plot:{ENV}/{q}-{h}" for _, q, h in synthetic["datasets"]}
     assert {k for k in out if k.startswith("preference:")} == {f"preference:{ENV}/expert-high"}
     for key, png in out.items():
@@ -458,7 +473,7 @@ def test_plots_have_the_expected_series(synthetic):
     fig = pareto_figure("t", {"dt-p": [a, a + 1], "rvs-p": [a * 2], "bc": [a]}, behavior=a * 3,
                         objectives=("run", "energy"))  # fmt: skip
     (labels,) = legend_labels(fig)
-    assert [lab.split(" (")[0] for lab in labels] == ["B", "MODT(P)", "MORvS(P)", "BC"]
+    assert [lab.split(" (")[0] for lab in labels] == ["behavior policy", "MODT(P)", "MORvS(P)", "BC"]
     assert labels[1] == "MODT(P) (3 non-dominated)"  # (1,3)+1 etc.: a+1 dominates a; its 3-point front
     ax = fig.axes[0]
     assert len(ax.collections) == 4 and len(ax.lines) == 4  # faint points and front line per series
@@ -649,3 +664,41 @@ def test_igd_is_taken_over_the_runs_front_as_morl_baselines_computes_it(tmp_path
     run = fake_eval(tmp_path / "run.parquet", "expert", "high", "bc", 0, [[6, 6], [1, 5]])
     metrics, _ = collect_metrics([run], [front])
     assert metrics["igd"][0] == pytest.approx(2 * math.sqrt(52) / 3)
+
+
+def test_each_row_is_divided_by_its_own_datas_front(synthetic):
+    """The paper's B is per dataset: an amateur row's HV / B divides by the amateur data's front, and a
+    coverage variant's row by the front of the complete data it was cut from."""
+    d = synthetic["dir"] / "evals"
+    extra = [
+        fake_eval(d / "am0.parquet", "amateur", "high", "dt-p", 0, [[2000, 2000], [2000, 2000]]),  # HV 4e6
+        fake_eval(
+            d / "sh0.parquet",
+            "amateur",
+            "high-shattered",
+            "dt-p",
+            0,
+            [[1000, 2000], [2000, 1000]],
+            held_out=[True, False],
+        ),  # HV 3e6
+    ]
+    datasets = [*synthetic["datasets"], (ENV, "amateur", "high-shattered")]
+    out = aggregate(synthetic["evals"] + extra, [synthetic["front"]], synthetic["dir"] / "t", datasets=datasets,
+                    models=["dt-p"], data_cards=synthetic["cards"], plots=False)  # fmt: skip
+    iv = pl.read_csv(out["intervals_csv"]).filter(pl.col("model") == "dt-p")
+    by_row = {(r["quality"], r["entropy"]): r["hv_over_b"] for r in iv.iter_rows(named=True)}
+    assert by_row[("expert", "high")] == pytest.approx(3.5e6 / 6e6)
+    assert by_row[("amateur", "high")] == pytest.approx(4e6 / 5e6)  # not / 6e6, the behavior front's HV
+    assert by_row[("amateur", "high-shattered")] == pytest.approx(3e6 / 5e6)
+    cmp = pl.read_csv(out["paper_comparison_csv"]).filter(
+        (pl.col("quality") == "amateur") & (pl.col("entropy") == "high")
+    )
+    assert cmp["our_b_hv"][0] == pytest.approx(5.0) and cmp["our_fraction"][0] == pytest.approx(0.8)
+    # rows with fewer seeds than others (a grid still running): the IQM takes the rows with the most
+    assert "over 1 dataset rows × the seeds" in out["iqm_md"].read_text()
+
+    # two cards of one dataset that disagree: refused, naming both, before anything is written
+    other = fake_card(d / "other.card.md", "amateur", "high", 4e6)
+    with pytest.raises(FileMismatchError, match=r"ah\.card\.md and .*other\.card\.md do not belong together"):
+        aggregate(synthetic["evals"], [], synthetic["dir"] / "t2", data_cards=[*synthetic["cards"], other], plots=False)
+    assert not (synthetic["dir"] / "t2").exists()

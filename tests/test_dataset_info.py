@@ -12,7 +12,7 @@ from synthetic import at_rest
 
 from morl.cli import main
 from morl.data import DataFileError, Dataset, write_dataset
-from morl.dataset_info import dataset_info, format_card, summarize_dataset
+from morl.dataset_info import dataset_info, format_card, read_card, summarize_dataset
 from morl.evaluate import write_evaluation
 from morl.preferences import knn_preference_entropy, sample_preferences
 
@@ -131,13 +131,14 @@ def test_behavior_front_from_argument_and_from_metadata(tmp_path):
     for info in (dataset_info(data, front=front), dataset_info(data)):  # explicit, then found via metadata
         bf = info["behavior_front"]
         assert bf["hv"] == pytest.approx(6.0) and bf["points"] == 2 and bf["same_behavior_checkpoint"] is True
-        assert "behavior HV (B)  6" in format_card(info) and "data HV / B      1.167" in format_card(info)
+        card = format_card(info)
+        assert "behavior front   HV 6  (2-point grid" in card and "data HV / behavior front HV  1.167" in card
 
     # a damaged front beside the checkpoint is reported in the card; one passed explicitly is an error
     front.write_bytes(b"garbage")
     bf = dataset_info(data)["behavior_front"]
     assert "front.parquet: not a readable Parquet file" in bf["error"]
-    assert "behavior HV (B)  not known: " in format_card(dataset_info(data))
+    assert "behavior front   not known: " in format_card(dataset_info(data))
     with pytest.raises(DataFileError, match="front.parquet: not a readable Parquet file"):
         dataset_info(data, front=front)
 
@@ -190,3 +191,29 @@ def test_cli_prints_the_card_and_json(tmp_path, capsys):
     assert main(["dataset-info", str(data), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["data_hv"] == pytest.approx(7.0) and info["path"] == str(data)
+
+
+def test_the_tables_read_the_data_hv_back_from_the_card(tmp_path, capsys):
+    """B of a table row is the data HV on its dataset's card: `morl dataset-info FILE > card` must give
+    a card `read_card` reads back, for a large HV too, and a broken card is refused naming it."""
+    data = tmp_path / "d.parquet"
+    write_dataset(data, _hand_dataset())
+    assert main(["dataset-info", str(data)]) == 0
+    card = tmp_path / "d.card.md"
+    card.write_text(capsys.readouterr().out)
+    got = read_card(card)
+    assert (got["env"], got["quality"], got["entropy"]) == ("MO-HalfCheetah-v2", "expert", "high")
+    assert got["data_hv"] == pytest.approx(7.0)
+    # six significant digits: a Hopper-v3-sized HV comes back within 5e-6 of itself
+    big = {**summarize_dataset(_hand_dataset()), "data_hv": 3.7312345678e10}
+    card.write_text(format_card(big))
+    assert read_card(card)["data_hv"] == pytest.approx(3.7312345678e10, rel=5e-6)
+
+    card.write_text(format_card(big).replace("  data HV ", "  data XX "))
+    with pytest.raises(DataFileError, match=r"d\.card\.md: the dataset card has no 'data HV' line"):
+        read_card(card)
+    card.write_text("something else\n")
+    with pytest.raises(DataFileError, match=r"d\.card\.md: not a dataset card"):
+        read_card(card)
+    with pytest.raises(DataFileError, match=r"missing\.card\.md: cannot read the dataset card"):
+        read_card(tmp_path / "missing.card.md")

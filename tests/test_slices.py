@@ -109,9 +109,11 @@ def test_the_committed_value_based_tables_are_the_unseen_runs_complete_rows(tmp_
     runs = UNSEEN / "runs"
     evaluations = sorted(str(p) for p in runs.glob("MO-*/*-high/*/seed*/eval.parquet"))
     fronts = sorted(str(p) for p in runs.glob("MO-*/behavior/front.parquet"))
-    assert len(fronts) == 3 and evaluations
+    cards = sorted(str(p) for p in runs.glob("MO-*/data/*.card.md"))
+    assert len(fronts) == 3 and len(cards) == 6 and evaluations
     out = tmp_path / "value-based"
-    argv = ["aggregate", "--evaluations", *evaluations, "--fronts", *fronts, "--seeds", "0", "1", "2"]
+    argv = ["aggregate", "--evaluations", *evaluations, "--fronts", *fronts, "--data-cards", *cards]
+    argv += ["--seeds", "0", "1", "2"]
     assert main([*argv, "--out-dir", str(out)]) == 0
     tables = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
     differ = differing(ROOT / "docs" / "value-based", out, tables)

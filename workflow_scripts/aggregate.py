@@ -23,6 +23,7 @@ def main(sm) -> None:
             seeds=sm.params.seeds,
             curves=curves,
             front_models=sm.input.front_models,
+            data_cards=sm.input.data_cards,
         )
 
 
