@@ -169,6 +169,12 @@ def test_a_killed_run_resumes_to_the_same_file_as_an_uninterrupted_one(tmp_path)
         assert partial.exists() and not (tmp_path / "cut.pt").exists()
         in_progress = load_behavior(partial, expect_env="MO-Swimmer-v2")  # a run in progress can be evaluated
         assert in_progress.meta["partial"] and len(in_progress.objs) >= 1
+        # and exported (thinned) as a population file that says where the run stood
+        pgmorl.thin_population(partial, 10, tmp_path / "so_far.pt", expect_env="MO-Swimmer-v2")
+        so_far = torch.load(tmp_path / "so_far.pt", weights_only=True)
+        assert so_far["kind"] == pgmorl.KIND and so_far["partial"] is True
+        assert so_far["iterations"] == torch.load(partial, weights_only=True)["iteration"]
+        assert len(load_behavior(tmp_path / "so_far.pt").objs) == min(10, len(in_progress.objs))
     resumed = _morl(*argv, "cut.pt", cwd=tmp_path)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out

@@ -1310,7 +1310,9 @@ def thin_population(
     policies (:func:`thinned_indices`), for a file size limit: each policy of a 64 x 64 actor takes
     about 20 KB, and a three-objective archive holds thousands. Collection from the thinned file
     uses the nearest of the kept policies, a departure from the full archive that its behavior
-    front measures. The file records the original archive size, the rule and the source's SHA-256."""
+    front measures. The file records the original archive size, the rule and the source's SHA-256.
+    ``path`` may be a run in progress (``<output>.partial``): the output is then the archive at its
+    last saved iteration, and says so (``partial``, ``iterations``, ``env_steps``)."""
     from morl.data import file_sha256
 
     path = Path(path)
@@ -1318,7 +1320,10 @@ def thin_population(
         raise InputError(f"max_policies must be at least 1, got {max_policies}")
     st = load_torch(path, "behavior checkpoint")
     if isinstance(st, dict) and st.get("kind") == PARTIAL_KIND:
-        raise InputError(f"{path}: only a finished population can be thinned, not a run in progress")
+        # a run in progress (<output>.partial): its archive so far, as a population file that
+        # records where the run stood ("partial": True, "iterations", "env_steps")
+        _load(path, PARTIAL_KIND, expect_env)  # the run state's own identity checks first
+        st = _population_of_partial(path, st)
     policy = PopulationPolicy(path, expect_env=expect_env, state=st)  # every check of a population file
     try:
         keep = thinned_indices(policy.norm_objs, max_policies)
