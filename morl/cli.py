@@ -109,20 +109,22 @@ def cmd_train(args) -> int:
     from morl.config import load_config, train_settings
     from morl.data import read_meta
     from morl.families import train
+    from morl.runtime import torch_threads
 
     config = load_config(args.config)
     env_id = read_meta(args.dataset)["env_id"]
     settings = train_settings(config, env_id, args.model)
-    summary = train(
-        args.dataset,
-        args.model,
-        args.seed,
-        settings,
-        args.output,
-        curve_path=args.curve,
-        device=args.device,
-        reference_dataset=args.reference_dataset,
-    )
+    with torch_threads(args.threads):
+        summary = train(
+            args.dataset,
+            args.model,
+            args.seed,
+            settings,
+            args.output,
+            curve_path=args.curve,
+            device=args.device,
+            reference_dataset=args.reference_dataset,
+        )
     print(json.dumps(summary, indent=2, default=str))
     return 0
 
@@ -392,6 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--reference-dataset",
         default=None,
         help="the env's expert-high dataset (for the state statistics under train.peda.statistics_from: expert-high)",
+    )
+    sp.add_argument(
+        "--threads",
+        type=_bounded_count(MAX_WORKERS, "threads"),
+        default=1,
+        help="torch threads on the CPU (default 1, as a workflow job; on a machine busy with other work, "
+        "several threads wait on one another and train many times slower)",
     )
 
     sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))

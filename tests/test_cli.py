@@ -7,8 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
 import yaml
 
+from morl import families
 from morl.cli import main
 from morl.evaluate import read_evaluation
 
@@ -28,7 +30,7 @@ def test_bad_config_exit_code_and_message(tmp_path, capsys, config):
     assert "bad.yaml" in err and "collect.n_trajectories" in err
 
 
-def test_stages_chain_through_the_cli(tmp_path, config, tiny_policy):
+def test_stages_chain_through_the_cli(tmp_path, config, tiny_policy, monkeypatch):
     config["train"]["peda"].update(steps=8, checkpoint_every=4)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -39,6 +41,16 @@ def test_stages_chain_through_the_cli(tmp_path, config, tiny_policy):
     c = ["--config", str(cfg)]
     assert main(["collect", *c, "--policy", str(tiny_policy), "--quality", "expert", "--entropy", "medium",
                  "--output", str(data), "--n-trajectories", "3"]) == 0  # fmt: skip
+    seen = []  # `morl train` computes on one torch thread unless told otherwise, and restores the caller's count
+    before = torch.get_num_threads()
+    with monkeypatch.context() as m:
+        m.setattr(families, "train", lambda *a, **k: seen.append(torch.get_num_threads()) or {})
+        assert main(["train", *c, "--dataset", str(data), "--model", "rvs-p", "--output", str(ckpt)]) == 0
+        assert (
+            main(["train", *c, "--dataset", str(data), "--model", "rvs-p", "--output", str(ckpt), "--threads", "2"])
+            == 0
+        )
+    assert seen == [1, 2] and torch.get_num_threads() == before
     assert main(["train", *c, "--dataset", str(data), "--model", "rvs-p", "--output", str(ckpt)]) == 0
     assert main(["evaluate", *c, "--checkpoint", str(ckpt), "--dataset", str(data), "--output", str(ev)]) == 0
     assert main(["behavior-front", *c, "--policy", str(tiny_policy), "--output", str(front)]) == 0
