@@ -63,6 +63,7 @@ from morl.metrics import (
     igd,
     pareto_front,
     return_deviation,
+    trivial_ratio_text,
 )
 from morl.paper import HV_UNITS, SP_UNITS  # noqa: F401 (re-exported: the paper's units)
 from morl.progress import log
@@ -485,10 +486,9 @@ def baseline_table(baselines: pl.DataFrame) -> str:
     for env in sorted(set(baselines["env"].to_list())):
         hv = {r["policy"]: r["hv"] for r in baselines.filter(pl.col("env") == env).iter_rows(named=True)}
         unit = HV_UNITS.get(env, 1.0)
-        ratio = hv["behavior"] / max(hv["zero"], hv["random"], 1e-12)
+        ratio = trivial_ratio_text(hv["behavior"], hv["zero"], hv["random"])
         lines.append(
-            f"| {env} | {hv['behavior'] / unit:.3f} | {hv['zero'] / unit:.3f} | {hv['random'] / unit:.3f}"
-            f" | {ratio:.2f}× |"
+            f"| {env} | {hv['behavior'] / unit:.3f} | {hv['zero'] / unit:.3f} | {hv['random'] / unit:.3f} | {ratio} |"
         )
     units = ", ".join(f"×{unit_label(HV_UNITS.get(e, 1.0))} for {e}" for e in sorted(set(baselines["env"].to_list())))
     return "\n".join(lines) + f"\n\nHV in the paper's units ({units})."

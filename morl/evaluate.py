@@ -62,6 +62,7 @@ from morl.metrics import (
     ratio_deviation,
     ratio_deviation_all,
     sparsity,
+    trivial_ratio_text,
 )
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
@@ -457,9 +458,9 @@ def evaluate_behavior(
         "baselines": summaries,
     }
     write_evaluation(output, merged, meta, policy_names=np.repeat(list(agents), n))
-    ratio = summaries["behavior"]["hv"] / max(summaries["zero"]["hv"], summaries["random"]["hv"], 1e-12)
+    ratio = trivial_ratio_text(summaries["behavior"]["hv"], summaries["zero"]["hv"], summaries["random"]["hv"])
     log.info(
-        "behavior front of %s: HV %.4g (zero actions %.4g, random actions %.4g; ratio to the better %.2fx)",
+        "behavior front of %s: HV %.4g (zero actions %.4g, random actions %.4g; to the better of the two: %s)",
         env_id,
         summaries["behavior"]["hv"],
         summaries["zero"]["hv"],

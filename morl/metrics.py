@@ -51,6 +51,7 @@ __all__ = [
     "eum",
     "igd",
     "cardinality",
+    "trivial_ratio_text",
 ]
 
 # pareto_front for >= 3 objectives compares this many candidate points at a time.
@@ -641,3 +642,16 @@ def cardinality(points) -> int:
         If ``points`` is not a 2-D array or contains NaN or inf.
     """
     return int(pareto_front(points).shape[0])
+
+
+def trivial_ratio_text(behavior_hv: float, zero_hv: float, random_hv: float) -> str:
+    """How many times the behavior front's HV exceeds the better of the two trivial policies'
+    (all-zero actions, uniform random actions), as ``"3.09x"`` text.
+
+    Where both trivial policies score an HV of 0 (their returns lie below the reference point, as
+    on Hopper), no ratio exists and the text says so instead of dividing by zero.
+    """
+    better = max(float(zero_hv), float(random_hv))
+    if better <= 0.0:
+        return "no ratio (both 0)"
+    return f"{float(behavior_hv) / better:.2f}\u00d7"

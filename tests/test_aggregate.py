@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from morl.aggregate import aggregate, collect_metrics
+from morl.aggregate import aggregate, baseline_table, collect_metrics
 from morl.data import FileMismatchError
 from morl.errors import InputError
 from morl.evaluate import write_evaluation
@@ -702,3 +702,19 @@ def test_each_row_is_divided_by_its_own_datas_front(synthetic):
     with pytest.raises(FileMismatchError, match=r"ah\.card\.md and .*other\.card\.md do not belong together"):
         aggregate(synthetic["evals"], [], synthetic["dir"] / "t2", data_cards=[*synthetic["cards"], other], plots=False)
     assert not (synthetic["dir"] / "t2").exists()
+
+
+def test_trivial_baseline_ratio_says_when_there_is_none():
+    # On Hopper both trivial policies fall below the reference point (HV 0): the table must not
+    # divide by zero into a huge number that reads like a real ratio.
+    rows = [
+        {"env": "MO-Hopper-v3", "policy": "behavior", "hv": 3.37e10},
+        {"env": "MO-Hopper-v3", "policy": "zero", "hv": 0.0},
+        {"env": "MO-Hopper-v3", "policy": "random", "hv": 0.0},
+        {"env": "MO-HalfCheetah-v2", "policy": "behavior", "hv": 3.865e6},
+        {"env": "MO-HalfCheetah-v2", "policy": "zero", "hv": 1.249e6},
+        {"env": "MO-HalfCheetah-v2", "policy": "random", "hv": 0.880e6},
+    ]
+    table = baseline_table(pl.DataFrame(rows))
+    assert "| MO-Hopper-v3 | 3.370 | 0.000 | 0.000 | no ratio (both 0) |" in table
+    assert "| MO-HalfCheetah-v2 | 3.865 | 1.249 | 0.880 | 3.09\u00d7 |" in table
