@@ -194,19 +194,8 @@ def metric_long(
         for i, d in enumerate(datasets)
         if metric.key == HV.key and (b := b_of(data_hv, tuple(d))) is not None
     ]
-    b = pl.DataFrame(
-        b_rows,
-        orient="row",
-        schema={
-            "env": pl.String,
-            "quality": pl.String,
-            "entropy": pl.String,
-            "model": pl.String,
-            "seed": pl.Int64,
-            "value": pl.Float64,
-            "_row": pl.Int64,
-        },
-    )
+    b_schema = {k: LONG_SCHEMA[k] for k in ("env", "quality", "entropy", "model", "seed", "value")}
+    b = pl.DataFrame(b_rows, orient="row", schema={**b_schema, "_row": pl.Int64})
     units = pl.DataFrame({"env": list(metric.units), "unit": list(metric.units.values())})
     column = pl.DataFrame({"model": ["B", *models], "_col": list(range(len(models) + 1))})
     return (
