@@ -139,6 +139,23 @@ def test_every_shipped_policy_passes_its_checks_and_its_card_is_true(env_id):
     assert isinstance(policy, Behavior)
 
 
+@pytest.mark.parametrize("env_id", SHIPPED)
+def test_every_shipped_population_was_trained_with_the_settings_configs_paper_gives_its_env(env_id):
+    """`morl behavior --config configs/paper.yaml --env ENV` is how behaviors/README.md says each
+    population was made: the config must still give exactly the settings the file records."""
+    from pathlib import Path
+
+    from morl.config import load_config
+
+    state = torch.load(shipped.SHIPPED_DIR / f"{env_id}.pt", weights_only=True)
+    if state.get("kind") != pgmorl.KIND:
+        pytest.skip(f"{env_id} ships a TD3 actor, not a population")
+    config = load_config(Path(__file__).resolve().parent.parent / "configs" / "paper.yaml")
+    settings = behavior_settings(config, env_id)
+    assert settings["method"] == "pgmorl"
+    assert vars(pgmorl.PGMORLSettings.from_config(settings["pgmorl"])) == state["settings"]
+
+
 def test_a_config_with_shipped_policies_trains_none_and_collects_from_them(tmp_path):
     import subprocess
     import sys
