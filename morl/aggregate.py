@@ -681,6 +681,10 @@ def aggregate(
     return out
 
 
+#: the folders under ``plots/``, one per kind of figure
+PLOT_KINDS = ("pareto", "preference", "hv", "curves", "statistics")
+
+
 def write_plots(
     plot_dir: Path,
     metrics: pl.DataFrame,
@@ -692,7 +696,8 @@ def write_plots(
     statistics: tuple[pl.DataFrame, pl.DataFrame] | None = None,
     generalisation: pl.DataFrame | None = None,
 ) -> dict[str, Path]:
-    """Every figure of the module docstring (PNG and PDF); returns the PNG paths, keyed
+    """Every figure of the module docstring (PNG and PDF), removing any other PNG or PDF from an earlier
+    aggregation in the kinds' folders; returns the PNG paths, keyed
     ``plot:<env>/<quality>-<entropy>`` (Pareto), ``preference:...``, ``curves:...``, ``hv:<env>`` and
     ``statistics:iqm`` / ``statistics:improvement`` (from ``statistics``: the IQM and
     probability-of-improvement frames of :func:`morl.tables.iqm_table` and :func:`morl.tables.improvement_table`)
@@ -708,7 +713,7 @@ def write_plots(
         save_figure,
     )
 
-    for kind in ("pareto", "preference", "hv", "curves", "statistics"):
+    for kind in PLOT_KINDS:
         (plot_dir / kind).mkdir(parents=True, exist_ok=True)
     behavior_points = {}
     for path in behavior_evals:
@@ -768,4 +773,11 @@ def write_plots(
         out["statistics:generalisation"], _ = save_figure(
             generalisation_figure(generalisation), plot_dir / "statistics" / "generalisation"
         )
+    # A figure left from an earlier aggregation of other rows (a slice withdrawn, an env dropped from
+    # the config) would sit beside the tables without anything in them backing it.
+    drawn = {p.with_suffix(suffix) for p in out.values() for suffix in (".png", ".pdf")}
+    for kind in PLOT_KINDS:
+        for path in (plot_dir / kind).iterdir():
+            if path.suffix in (".png", ".pdf") and path not in drawn:
+                path.unlink()
     return out

@@ -92,8 +92,8 @@ def synthetic(tmp_path):
 def run_aggregate(s, **kw):
     kw.setdefault("models", ["dt-p", "bc"])
     kw.setdefault("data_cards", s["cards"])
-    return aggregate(s["evals"], [s["front"]], s["dir"] / "tables", datasets=s["datasets"],
-                     curves=s["curves"], **kw)  # fmt: skip
+    kw.setdefault("datasets", s["datasets"])
+    return aggregate(s["evals"], [s["front"]], s["dir"] / "tables", curves=s["curves"], **kw)
 
 
 def test_metric_tables_match_hand_computation(synthetic):
@@ -464,6 +464,22 @@ def test_plot_files_exist_and_are_not_empty(synthetic):
     summary = out["summary"].read_text()
     assert summary.count('<img src="data:image/png;base64,') == 1 + 3 + 1  # HV bars, three Pareto plots, IQM
     assert "<strong>3.50 ± 0.50</strong>" in summary
+
+
+def test_figures_of_rows_no_longer_aggregated_are_removed(synthetic):
+    """Merging after a slice was withdrawn must not leave its figures beside tables that lack its rows."""
+    out = run_aggregate(synthetic, seeds=[0, 1])
+    old = out[f"plot:{ENV}/amateur-high"]
+    assert old.is_file() and old.with_suffix(".pdf").is_file()
+    notes = old.parent / "README.txt"  # not a figure: left alone
+    notes.write_text("mine")
+    out = run_aggregate(synthetic, seeds=[0, 1], datasets=[(ENV, "expert", "high")])
+    assert not old.exists() and not old.with_suffix(".pdf").exists()
+    assert out[f"plot:{ENV}/expert-high"].is_file() and out[f"plot:{ENV}/expert-high"].with_suffix(".pdf").is_file()
+    assert notes.read_text() == "mine"
+    on_disk = {p for kind in ("pareto", "preference", "hv", "curves", "statistics")
+               for p in (out["summary"].parent / "plots" / kind).glob("*.png")}  # fmt: skip
+    assert on_disk == {p for k, p in out.items() if ":" in k}
 
 
 def test_plots_have_the_expected_series(synthetic):
