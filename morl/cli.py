@@ -219,9 +219,12 @@ def cmd_merge_slices(args) -> int:
     rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
             for c in coverages]  # fmt: skip
     # the shipped behavior policies the config uses now: a slice made from another one is stale
-    checksums = listed_checksums()
-    behaviors = {e: checksums.get(shipped_policy_path(e).name) for e in config["envs"]
-                 if behavior_settings(config, e)["shipped"]}  # fmt: skip
+    behaviors = {}
+    for env in config["envs"]:
+        which = behavior_settings(config, env)["shipped"]
+        if which:
+            path = shipped_policy_path(env, which=which)
+            behaviors[env] = listed_checksums(path.parent).get(path.name)
     outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"],
                            behaviors={e: h for e, h in behaviors.items() if h}, plots=not args.tables_only)  # fmt: skip
     print(Path(outputs["results"]).read_text())

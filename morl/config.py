@@ -206,7 +206,7 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
             from morl.shipped import check_shipped_policy
 
             try:
-                check_shipped_policy(env_id)
+                check_shipped_policy(env_id, which=behavior_settings(config, env_id)["shipped"])
             except InputError as exc:
                 raise ConfigError(f"{source}: behavior.shipped: {exc}") from None
         for model in config["models"]:

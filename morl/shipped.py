@@ -7,6 +7,10 @@ trained and how good it is. With ``behavior.shipped: true`` in a config (for eve
 some through ``behavior.overrides``) the workflow collects data with the shipped policy of an env
 instead of training one; :func:`check_shipped_policy` runs when the config is validated, before
 any job.
+
+A policy replaced by a better one moves to ``behaviors/retired/`` (listed in its own
+``SHA256SUMS``), so a study made from it stays reproducible: ``behavior.shipped: <its SHA-256>``
+collects with exactly that file, whether it still ships or was retired.
 """
 
 from __future__ import annotations
@@ -22,10 +26,26 @@ from morl.errors import InputError
 #: The folder of the shipped policies, beside the package in a checkout.
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "behaviors"
 CHECKSUMS = "SHA256SUMS"
+#: The folder, under the shipped ones, of the policies that shipped before the current ones.
+RETIRED = "retired"
 
 
-def shipped_policy_path(env_id: str, directory: str | os.PathLike | None = None) -> Path:
-    return Path(SHIPPED_DIR if directory is None else directory) / f"{env_id}.pt"
+def shipped_policy_path(env_id: str, directory: str | os.PathLike | None = None, which: bool | str = True) -> Path:
+    """``<directory>/<env-id>.pt`` (``which`` true: the policy that ships now), or, with ``which`` a
+    SHA-256, the file of ``env_id`` that the shipped or the retired checksum list gives that hash."""
+    root = Path(SHIPPED_DIR if directory is None else directory)
+    if not isinstance(which, str):
+        return root / f"{env_id}.pt"
+    for folder in (root, root / RETIRED):
+        if not (folder / CHECKSUMS).is_file():
+            continue
+        for name, digest in listed_checksums(folder).items():
+            if digest == which.lower() and (name == f"{env_id}.pt" or name.startswith(f"{env_id}.")):
+                return folder / name
+    raise InputError(
+        f"{env_id}: no shipped or retired behavior policy has sha256 {which} "
+        f"(the lists: {root / CHECKSUMS}, {root / RETIRED / CHECKSUMS})"
+    )
 
 
 def listed_checksums(directory: str | os.PathLike | None = None) -> dict[str, str]:
@@ -46,17 +66,18 @@ def listed_checksums(directory: str | os.PathLike | None = None) -> dict[str, st
     return sums
 
 
-def check_shipped_policy(env_id: str, directory: str | os.PathLike | None = None) -> Path:
-    """The path of ``env_id``'s shipped policy, after checking it; :class:`InputError` names the file.
+def check_shipped_policy(env_id: str, directory: str | os.PathLike | None = None, which: bool | str = True) -> Path:
+    """The path of ``env_id``'s shipped policy (``which``: as :func:`shipped_policy_path` takes it),
+    after checking it; :class:`InputError` names the file.
 
-    Checked: the file exists; its SHA-256 is the one ``SHA256SUMS`` lists; it is a behavior
-    checkpoint of ``env_id`` under the physics this morl simulates; its observation, action and
-    objective sizes are the env's.
+    Checked: the file exists; its SHA-256 is the one its folder's ``SHA256SUMS`` lists; it is a
+    behavior checkpoint of ``env_id`` under the physics this morl simulates; its observation, action
+    and objective sizes are the env's.
     """
-    path = shipped_policy_path(env_id, directory)
+    path = shipped_policy_path(env_id, directory, which)
     if not path.is_file():
         raise InputError(f"{env_id}: no shipped behavior policy; expected {path}")
-    expected = listed_checksums(directory).get(path.name)
+    expected = listed_checksums(path.parent).get(path.name)
     if expected is None:
         raise InputError(f"{path}: not listed in {path.parent / CHECKSUMS}, so it cannot be verified")
     actual = file_sha256(path)

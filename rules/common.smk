@@ -52,10 +52,11 @@ IMPORTED = imported_datasets(config)
 
 
 def behavior_policy(wildcards):
-    """The env's behavior policy: the shipped file under behavior.shipped: true, else the one the
-    behavior rule trains."""
-    if behavior_settings(config, wildcards.env)["shipped"]:
-        return str(shipped_policy_path(wildcards.env))
+    """The env's behavior policy: the shipped file under behavior.shipped (true: the current one; a
+    SHA-256: the shipped or retired file with that hash), else the one the behavior rule trains."""
+    which = behavior_settings(config, wildcards.env)["shipped"]
+    if which:
+        return str(shipped_policy_path(wildcards.env, which=which))
     return BEHAVIOR.format(env=wildcards.env)
 
 

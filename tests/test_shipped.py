@@ -121,6 +121,43 @@ def test_config_key_is_checked_when_the_config_is_validated(config, folder, monk
     assert behavior_settings(config, ENV)["shipped"] is False
 
 
+def test_a_retired_policy_is_found_by_its_hash(config, folder, monkeypatch):
+    """A study pinned to the policy it was made from (``shipped: <sha256>``) keeps collecting with that
+    file after a better one ships and the old one moves to retired/; any other hash is refused."""
+    monkeypatch.setattr(shipped, "SHIPPED_DIR", folder)
+    old = folder / f"{ENV}.pt"
+    old_sha = file_sha256(old)
+    assert check_shipped_policy(ENV, folder, which=old_sha) == old  # still the shipped one
+    (folder / "retired").mkdir()
+    retired = folder / "retired" / f"{ENV}.td3.{old_sha[:12]}.pt"
+    shutil.move(old, retired)
+    relabelled(retired, old)  # the new shipped policy: other weights, another hash
+    write_sums(folder)
+    write_sums(folder / "retired")
+    assert file_sha256(old) != old_sha
+    assert check_shipped_policy(ENV, folder) == old
+    assert check_shipped_policy(ENV, folder, which=old_sha) == retired
+    assert check_shipped_policy(ENV, folder, which=old_sha.upper()) == retired
+    assert check_shipped_policy(ENV, folder, which=file_sha256(old)) == old
+    with pytest.raises(InputError, match=rf"MO-Hopper-v3: no shipped or retired behavior policy has sha256 {old_sha}"):
+        check_shipped_policy("MO-Hopper-v3", folder, which=old_sha)  # the hash of another env's file
+
+    config["envs"] = [ENV]
+    config["behavior"]["shipped"] = False
+    config["behavior"]["overrides"] = [{"envs": [ENV], "shipped": old_sha}]
+    validate_config(config, "c.yaml")
+    assert behavior_settings(config, ENV)["shipped"] == old_sha
+    config["behavior"]["overrides"] = [{"envs": [ENV], "shipped": "0" * 64}]
+    with pytest.raises(ConfigError, match=rf"c.yaml: behavior.shipped: {ENV}: no shipped or retired behavior policy "
+                                          rf"has sha256 0{{64}}"):  # fmt: skip
+        validate_config(config, "c.yaml")
+    config["behavior"]["overrides"] = [{"envs": [ENV], "shipped": old_sha[:12]}]
+    with pytest.raises(
+        ConfigError, match=r"c.yaml: invalid config:\s+behavior.overrides\[0\].shipped: '\w{12}' does not match"
+    ):
+        validate_config(config, "c.yaml")
+
+
 # ----------------------------------------------------------------------------- the files that ship
 SHIPPED = sorted(p.stem for p in shipped.SHIPPED_DIR.glob("*.pt"))
 
