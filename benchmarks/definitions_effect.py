@@ -18,18 +18,28 @@ from pathlib import Path
 import polars as pl
 
 from morl.families import display_names, model_order
+from morl.paper import HV_UNITS, published_fraction
 
 
-def fractions(tables: Path) -> pl.DataFrame:
-    """Per (env, quality, entropy, model): mean and population std over seeds of HV / B."""
+def fractions(tables: Path, b_of: str = "behavior") -> pl.DataFrame:
+    """Per (env, quality, entropy, model): mean and population std over seeds of HV / B, where B
+    is the behavior policy's front on the grid (one per env, ``baselines.csv``) or, with
+    ``b_of="data"``, each dataset's own front (``paper_comparison.csv``, the paper's B)."""
     runs = pl.read_csv(tables / "metrics.csv")
-    b = (
-        pl.read_csv(tables / "baselines.csv")
-        .filter(pl.col("policy") == "behavior")
-        .select("env", pl.col("hv").alias("b"))
-    )
+    if b_of == "data":
+        keys = ["env", "quality", "entropy"]
+        b = pl.read_csv(tables / "paper_comparison.csv").filter(pl.col("our_b_hv").is_not_null())
+        unit = pl.col("env").replace_strict(HV_UNITS, default=1.0, return_dtype=pl.Float64)
+        b = b.group_by(keys).agg((pl.col("our_b_hv").first() * unit.first()).alias("b"))  # paper units -> HV
+    else:
+        keys = ["env"]
+        b = (
+            pl.read_csv(tables / "baselines.csv")
+            .filter(pl.col("policy") == "behavior")
+            .select("env", pl.col("hv").alias("b"))
+        )
     return (
-        runs.join(b, on="env")
+        runs.join(b, on=keys)
         .with_columns((pl.col("hv") / pl.col("b")).alias("f"))
         .group_by("env", "quality", "entropy", "model")
         .agg(pl.col("f").mean().alias("mean"), pl.col("f").std(ddof=0).alias("std"), pl.len().alias("n"))
@@ -40,18 +50,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("peda", type=Path, help="tables folder of the run under PEDA's definitions")
     p.add_argument("alternative", type=Path, help="tables folder of the run under the alternative definitions")
+    p.add_argument("--b", choices=["behavior", "data"], default="behavior",
+                   help="B: the behavior policy's front per env, or each dataset's own front (the paper's B)")  # fmt: skip
     args = p.parse_args(argv)
-    both = fractions(args.peda).join(fractions(args.alternative), on=["env", "quality", "entropy", "model"],
-                                     suffix="_alt")  # fmt: skip
+    both = fractions(args.peda, args.b).join(fractions(args.alternative, args.b),
+                                             on=["env", "quality", "entropy", "model"], suffix="_alt")  # fmt: skip
     order = {m: i for i, m in enumerate(model_order())}
     both = both.sort("env", pl.col("quality").replace_strict({"expert": 0, "amateur": 1}, default=2),
                      pl.col("model").replace_strict(order, default=len(order)))  # fmt: skip
-    print("| env | dataset | model | HV / B, PEDA's definitions | HV / B, alternative | alternative − PEDA |")
-    print("|---|---|---|---:|---:|---:|")
+    print("| env | dataset | model | HV / B, PEDA's definitions | HV / B, alternative | alternative − PEDA "
+          "| paper's HV / B |")  # fmt: skip
+    print("|---|---|---|---:|---:|---:|---:|")
     for r in both.iter_rows(named=True):
+        paper = published_fraction(r["env"], r["quality"], r["entropy"], r["model"])
         print(f"| {r['env']} | {r['quality']} {r['entropy']}-H | {display_names()[r['model']]} "
               f"| {r['mean']:.2f} ± {r['std']:.2f} | {r['mean_alt']:.2f} ± {r['std_alt']:.2f} "
-              f"| {r['mean_alt'] - r['mean']:+.2f} |")  # fmt: skip
+              f"| {r['mean_alt'] - r['mean']:+.2f} | {'' if paper is None else f'{paper:.2f}'} |")  # fmt: skip
     return 0
 
 

@@ -118,3 +118,32 @@ def test_the_committed_value_based_tables_are_the_unseen_runs_complete_rows(tmp_
     tables = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
     differ = differing(ROOT / "docs" / "value-based", out, tables)
     assert tables and not differ, differ
+
+
+def test_the_definitions_comparison_reads_b_as_the_paper_comparison_does(capsys):
+    """benchmarks/definitions_effect.py --b data divides by each dataset's own front, as
+    paper_comparison.csv does; on one run against itself its cells are that table's fractions."""
+    import importlib.util
+
+    import polars as pl
+
+    spec = importlib.util.spec_from_file_location("definitions_effect", ROOT / "benchmarks/definitions_effect.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(PAPER_CPU), str(PAPER_CPU), "--b", "data"]) == 0
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
+    comparison = pl.read_csv(PAPER_CPU / "paper_comparison.csv").filter(pl.col("n_seeds") > 0)
+    assert len(rows) == len(comparison) > 30
+    from morl.families import display_names
+
+    expected = {
+        (r["env"], f"{r['quality']} high-H", display_names()[r["model"]]): r for r in comparison.iter_rows(named=True)
+    }
+    for cells in rows:
+        r = expected[(cells[0].lstrip("| "), cells[1], cells[2])]
+        assert float(cells[3].split(" ± ")[0]) == pytest.approx(r["our_fraction"], abs=0.006)
+        assert cells[5] == "+0.00"
+        paper = cells[6].rstrip(" |")
+        assert (paper == "") == (r["paper_fraction"] is None)
+        if paper:
+            assert float(paper) == pytest.approx(r["paper_fraction"], abs=0.006)
