@@ -176,6 +176,21 @@ def test_every_shipped_policy_passes_its_checks_and_its_card_is_true(env_id):
     assert isinstance(policy, Behavior)
 
 
+RETIRED = sorted((shipped.SHIPPED_DIR / shipped.RETIRED).glob("*.pt"))
+
+
+@pytest.mark.parametrize("path", RETIRED, ids=lambda p: p.name)
+def test_every_retired_policy_is_found_by_its_hash_and_listed_in_the_card(path):
+    """A retired file stays usable by its SHA-256 (a study pinned to it reruns on the same data), its
+    name says its env, method and hash, and behaviors/README.md lists it."""
+    env_id, method, short = path.name.removesuffix(".pt").rsplit(".", 2)
+    sha = file_sha256(path)
+    assert sha.startswith(short)
+    assert check_shipped_policy(env_id, which=sha) == path
+    assert torch.load(path, weights_only=True).get("method", "td3") == method
+    assert f"`{path.name}`" in (shipped.SHIPPED_DIR / "README.md").read_text()
+
+
 @pytest.mark.parametrize("env_id", SHIPPED)
 def test_every_shipped_population_was_trained_with_the_settings_configs_paper_gives_its_env(env_id):
     """`morl behavior --config configs/paper.yaml --env ENV` is how behaviors/README.md says each
