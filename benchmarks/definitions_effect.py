@@ -28,9 +28,13 @@ def fractions(tables: Path, b_of: str = "behavior") -> pl.DataFrame:
     runs = pl.read_csv(tables / "metrics.csv")
     if b_of == "data":
         keys = ["env", "quality", "entropy"]
-        b = pl.read_csv(tables / "paper_comparison.csv").filter(pl.col("our_b_hv").is_not_null())
         unit = pl.col("env").replace_strict(HV_UNITS, default=1.0, return_dtype=pl.Float64)
-        b = b.group_by(keys).agg((pl.col("our_b_hv").first() * unit.first()).alias("b"))  # paper units -> HV
+        b = (
+            pl.read_csv(tables / "paper_comparison.csv")
+            .filter(pl.col("our_b_hv").is_not_null())
+            .select(*keys, (pl.col("our_b_hv") * unit).alias("b"))  # paper units -> HV
+            .unique(keys)
+        )
     else:
         keys = ["env"]
         b = (

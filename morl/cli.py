@@ -218,13 +218,14 @@ def cmd_merge_slices(args) -> int:
     coverages = ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
     rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
             for c in coverages]  # fmt: skip
-    # the shipped behavior policies the config uses now: a slice made from another one is stale
+    # the shipped behavior policies the config uses now (load_config has checked each one): a slice
+    # made from another one is stale
+    checksums = listed_checksums()
     behaviors = {}
     for env in config["envs"]:
         which = behavior_settings(config, env)["shipped"]
         if which:
-            path = shipped_policy_path(env, which=which)
-            behaviors[env] = listed_checksums(path.parent).get(path.name)
+            behaviors[env] = which.lower() if isinstance(which, str) else checksums.get(shipped_policy_path(env).name)
     outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"],
                            behaviors={e: h for e, h in behaviors.items() if h}, plots=not args.tables_only)  # fmt: skip
     print(Path(outputs["results"]).read_text())

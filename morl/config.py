@@ -202,11 +202,12 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
             check_env(env_id, f"behavior.overrides[{i}].envs[{j}]", source)
     for env_id in config["envs"]:
         _check_behavior_method(config, env_id, source)
-        if behavior_settings(config, env_id)["shipped"]:
+        which = behavior_settings(config, env_id)["shipped"]
+        if which:
             from morl.shipped import check_shipped_policy
 
             try:
-                check_shipped_policy(env_id, which=behavior_settings(config, env_id)["shipped"])
+                check_shipped_policy(env_id, which=which)
             except InputError as exc:
                 raise ConfigError(f"{source}: behavior.shipped: {exc}") from None
         for model in config["models"]:
