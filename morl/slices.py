@@ -54,6 +54,13 @@ def _git_commit(directory: Path) -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def _config_record(config_file: Path, code: Path) -> str:
+    """The config's path as a slice records it: relative to the checkout that ran it when it lies
+    inside (the commit names that checkout), so a slice does not carry one machine's folders."""
+    path = config_file.resolve()
+    return str(path.relative_to(code)) if path.is_relative_to(code) else str(path)
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -127,7 +134,7 @@ def export_slice(
         "env": env,
         "commit": _git_commit(code),
         "morl_version": __version__,
-        "config": None if config_file is None else str(config_file),
+        "config": None if config_file is None else _config_record(Path(config_file), code),
         "exported": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "system": platform.platform()},
         "wall_seconds": {} if bench_dir is None else stage_seconds(Path(bench_dir), env),

@@ -254,6 +254,7 @@ def test_smoke_pipeline_end_to_end(tmp_path):
         assert info["env"] == env and info["runs"] == len(config["models"]) * len(config["seeds"])
         assert info["behavior"][0]["method"] == "td3" and len(info["behavior"][0]["sha256"]) == 64
         assert info["wall_seconds"]["train"] > 0 and info["machine"]["cores"] >= 1
+        assert info["config"] == "configs/smoke.yaml"  # the checkout's path, not this machine's folders
         assert len(list((slices / env).rglob("eval.parquet"))) == info["runs"]
         assert list((slices / env).rglob("*.card.md")) and not list((slices / env).rglob("model.pt"))
         assert not list((slices / env).rglob("*-*.parquet"))  # no dataset
