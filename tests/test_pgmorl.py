@@ -120,6 +120,34 @@ def test_tasks_trained_together_learn_as_separate_learners():
     assert not np.array_equal(o1[1], o2[1])
 
 
+def test_each_iteration_continues_from_the_state_the_last_one_ended_in(monkeypatch):
+    """Within a generation the environments keep running, so an iteration's first step acts on the
+    observation the previous iteration ended with (the one its value bootstrap saw), as in PGMORL's
+    rollout storage, not on the generation's first reset."""
+    env_id = "MO-Hopper-v2"
+    s = pgmorl.PGMORLSettings.from_config(TINY)
+    tb = _fresh_tasks(env_id, np.array([[0.5, 0.5]]), s, seed=0)
+    acted, bootstrapped = [], []
+    mlp3, critic = pgmorl._mlp3, pgmorl.critic_values
+
+    def recording_mlp3(x, p, keys):
+        if keys is pgmorl._FUSED_KEYS:  # the rollout's fused actor-critic, one call per step
+            acted.append(x.clone())
+        return mlp3(x, p, keys)
+
+    def recording_critic(p, x):
+        if not torch.is_grad_enabled():  # the bootstrap value after the last step, not the update
+            bootstrapped.append(x.clone())
+        return critic(p, x)
+
+    monkeypatch.setattr(pgmorl, "_mlp3", recording_mlp3)
+    monkeypatch.setattr(pgmorl, "critic_values", recording_critic)
+    pgmorl.run_generation(env_id, tb, s, 0, 2, env_seed=5, eval_seed=0)
+    assert len(acted) == 2 * s.num_steps and len(bootstrapped) == 2
+    torch.testing.assert_close(acted[s.num_steps], bootstrapped[0], rtol=0, atol=0)
+    assert not torch.equal(acted[s.num_steps], acted[0])
+
+
 def _cli_config(tmp_path: Path, env_id: str, pgmorl_settings: dict) -> Path:
     with open(ROOT / "configs" / "smoke.yaml") as f:
         cfg = yaml.safe_load(f)

@@ -568,6 +568,9 @@ def run_generation(
                 adv = ((ret - b_val[:-1]) * (sigma * w)[None, :, None, :]).sum(-1)  # (T, K, n)
                 adv = adv.permute(1, 0, 2).reshape(k, t_len * n)
                 adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-5)
+            # The next iteration continues these episodes from where this one stopped, as PGMORL's
+            # rollout storage does (after_update copies the last observation and masks to slot 0).
+            obs_n = b_obs[t_len].numpy().copy()
             masks_last, bad_last = b_mask[t_len].numpy().copy(), b_bad[t_len].numpy().copy()
             flat = lambda x: x[:t_len].permute(1, 0, 2, *range(3, x.dim())).reshape(k, t_len * n, *x.shape[3:])  # noqa: E731
             f_obs, f_act, f_logp = flat(b_obs), flat(b_act), flat(b_logp)
