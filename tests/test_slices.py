@@ -92,14 +92,20 @@ def test_the_committed_budget_probe_tables_are_what_its_slice_gives(tmp_path):
     assert not differ, differ
 
 
-def test_the_committed_unseen_tables_are_what_its_slices_give(tmp_path):
-    """docs/unseen's tables (every file at its top level) are what `morl merge-slices` makes from
-    docs/unseen/runs, byte for byte."""
-    out = merged_tables("configs/unseen.yaml", UNSEEN / "runs", tmp_path / "merged")
+@pytest.mark.parametrize(
+    "folder, config, table",
+    [("unseen", "configs/unseen.yaml", "generalisation_iqm.md"),
+     ("paper-cpu-definitions", "configs/paper-cpu-definitions.yaml", "paper_comparison.csv")],
+)  # fmt: skip
+def test_committed_tables_are_what_their_slices_give(tmp_path, folder, config, table):
+    """docs/unseen's and docs/paper-cpu-definitions' tables (every file at the top level but the
+    README and the HTML page) are what `morl merge-slices` makes from their runs/, byte for byte."""
+    committed = ROOT / "docs" / folder
+    out = merged_tables(config, committed / "runs", tmp_path / "merged")
     made = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
-    kept = sorted(p.name for p in UNSEEN.iterdir() if p.is_file() and p.name != "README.md")
-    assert "generalisation_iqm.md" in made and made == kept
-    differ = differing(UNSEEN, out, made)
+    kept = sorted(p.name for p in committed.iterdir() if p.is_file() and p.suffix != ".html" and p.name != "README.md")
+    assert table in made and made == kept
+    differ = differing(committed, out, made)
     assert not differ, differ
 
 
