@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from morl import __version__
+from morl.cpu import flush_subnormals
 from morl.data import DataFileError, file_sha256, load_dataset
 from morl.errors import InputError
 from morl.metrics import peda_front_mask
@@ -151,11 +152,12 @@ def fit_front_model(
     y = torch.from_numpy(r[keep].astype(np.float32))
     n = len(x)
     losses: list[float] = []
+    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
     with torch_threads(THREADS), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         network = build_network(n_obj)
         order_rng = torch.Generator().manual_seed(seed)
-        optimiser = torch.optim.AdamW(network.parameters(), lr=LR)
+        optimiser = torch.optim.AdamW(network.parameters(), lr=LR, fused=True)
         bar = Progress(steps, desc, enabled=progress)
         done = 0
         while done < steps:

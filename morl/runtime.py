@@ -1,4 +1,5 @@
-"""Where torch runs: the device a stage asks for and the number of threads it computes with."""
+"""Where torch runs: the device a stage asks for and the number of threads it computes with (the
+floating-point mode of its CPU threads is :mod:`morl.cpu`'s)."""
 
 from __future__ import annotations
 

@@ -62,6 +62,7 @@ import numpy as np
 import torch
 
 from morl import __version__
+from morl.cpu import flush_subnormals
 from morl.envs import BatchedEnv, check_file_identity, get_spec, is_d4morl_task, physics_version
 from morl.errors import InputError
 from morl.metrics import hypervolume
@@ -881,6 +882,7 @@ def train_pgmorl(
     n_obj, obs_dim, act_dim = spec.n_obj, spec.obs_dim, spec.act_dim
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
+    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
     if threads:
         torch.set_num_threads(int(threads))
     total = s.total_iters

@@ -45,6 +45,7 @@ import torch
 from torch import nn
 
 from morl import __version__
+from morl.cpu import flush_subnormals
 from morl.envs import check_file_identity, get_spec, make_env, physics_version
 from morl.errors import InputError
 from morl.metrics import hypervolume
@@ -187,9 +188,8 @@ class PreferenceTD3:
         self.critic = VectorCritic(obs_dim, act_dim, n_obj, s.hidden).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        opt = {"fused": True} if self.device.type == "cuda" else {}
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr, **opt)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=s.lr, **opt)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=s.lr, fused=True)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=s.lr, fused=True)
         self.updates = 0
 
     def update(self, batch: dict[str, torch.Tensor], relabel: torch.Tensor) -> float:
@@ -283,6 +283,7 @@ def train_td3(
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
     dev = resolve_device(device)
+    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
     if threads:
         torch.set_num_threads(int(threads))
     rng = np.random.default_rng(s.seed)

@@ -294,9 +294,9 @@ def warmup_factor(warmup_steps: int):
 
 
 def make_optimizer(model: torch.nn.Module, settings: dict, device: torch.device):
-    """AdamW over all parameters with the linear warm-up schedule."""
-    kwargs = {"fused": True} if device.type == "cuda" else {"foreach": True}
-    opt = torch.optim.AdamW(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"], **kwargs)
+    """AdamW over all parameters (torch's fused kernel: the same update rule in one pass over the
+    parameters) with the linear warm-up schedule."""
+    opt = torch.optim.AdamW(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"], fused=True)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_factor(settings["warmup_steps"]))
     return opt, sched
 
@@ -360,7 +360,7 @@ class ActionRegression(CoreLearner):
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.clip)
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.clip, foreach=True)
         opt.step()
         self.schedulers["model"].step()
         return loss.detach()

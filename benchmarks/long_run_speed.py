@@ -1,0 +1,157 @@
+"""Does a training loop keep its speed over a long run? Steps/s per window, start against end.
+
+Each loop runs for ``--steps`` training steps in a fresh process, and each step is timestamped:
+the families' loops through their learner's ``sample``/``update`` (the training core's inner loop,
+without its bookkeeping), the front model through torch's global optimiser-step hook, so it runs
+unchanged. The report gives, per loop, the rate of the first window (``--window`` steps after
+``--skip`` warm-up steps) and of the last window, their ratio, and the share of the optimisers'
+Adam moments that are subnormal at the end (what made long runs slow: arithmetic on subnormal
+floats is many times slower on x86 CPUs).
+
+``--code DIR`` (repeatable) runs the same loops with another checkout's ``morl`` (e.g. the commit
+before a change: ``git worktree add /tmp/before HEAD~1``), so a before/after comparison is made side
+by side in one run; the processes take turns, loop by loop. A checkout's loops run the way its
+``morl train`` runs them: the runtime set up by ``morl.cpu.configure`` where the checkout has it.
+
+Loops: the PEDA MLP (MORvS(P) at PEDA's size: 3 x 512, batch 64), MODT(P) at configs/paper-cpu.yaml's
+size, CQL(P), TD3+BC(P), IQL(P), MORvS-HN and MORvS-PML at configs/unseen.yaml's settings, and
+MODULI's front model. All train on the synthetic HalfCheetah-sized dataset (benchmarks/synthetic.py).
+
+    python benchmarks/long_run_speed.py --loops rvs-p,front --steps 100000 --code /tmp/before --code .
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOOPS = ("rvs-p", "dt-p", "cql-p", "td3bc-p", "iql-p", "rvs-hn", "rvs-pml", "front")
+
+# Run in a child process with one checkout's `morl` first on sys.path; prints one JSON line.
+CHILD = r"""
+import json, sys, time
+code, loop, steps, data_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+sys.path.insert(0, code)
+# an editable install of another checkout would fill in modules this one lacks: only this checkout's
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in str(getattr(f, "__module__", ""))]
+import numpy as np, torch, yaml
+from torch.optim.optimizer import register_optimizer_step_post_hook
+try:
+    from morl.cpu import configure
+    configure()  # what `morl train` does in that checkout
+    setup = "morl.cpu.configure"
+except ImportError:
+    setup = "none"
+torch.set_num_threads(1)
+stamps = []
+opts = []
+register_optimizer_step_post_hook(lambda opt, a, k: stamps.append(time.perf_counter()))
+_init = torch.optim.Optimizer.__init__
+def _track(self, *a, **k):
+    _init(self, *a, **k)
+    opts.append(self)
+torch.optim.Optimizer.__init__ = _track
+from morl.data import load_dataset
+if loop == "front":
+    from morl.front_model import fit_front_model
+    ds = load_dataset(data_path)
+    fit_front_model(ds.traj_preferences, ds.traj_returns, steps=steps, seed=0)
+else:
+    from pathlib import Path
+    from morl.config import train_settings
+    from morl.families import family_of
+    from morl.trainer import Dims, dataset_facts, observation_stats
+    config = "configs/paper-cpu.yaml" if loop in ("dt-p",) else "configs/unseen.yaml"
+    settings = train_settings(yaml.safe_load(open(Path(code) / config)), "MO-HalfCheetah-v2", loop)
+    if loop == "rvs-p":  # PEDA's size and batch (configs/paper.yaml)
+        settings = train_settings(yaml.safe_load(open(Path(code) / "configs/paper.yaml")), "MO-HalfCheetah-v2", loop)
+    fam = family_of(loop)
+    settings = fam.resolve_settings(dict(settings, steps=steps))
+    module = fam.load()
+    ds = load_dataset(data_path)
+    dev = torch.device("cpu")
+    facts = dataset_facts(ds, Path(data_path))
+    data = module.prepare(ds, settings, dev, observation_stats(ds.observations), facts)
+    torch.manual_seed(0)
+    learner = module.Learner(loop, data, Dims(ds.obs_dim, ds.act_dim, ds.n_obj), settings, dev, facts)
+    gen = torch.Generator().manual_seed(0)
+    stamps.clear()
+    ends = []
+    for step in range(steps):
+        learner.update(learner.sample(gen), step)
+        ends.append(time.perf_counter())
+    stamps[:] = ends
+import morl
+assert all(str(getattr(m, "__file__", code)).startswith(code) for k, m in sys.modules.items()
+           if k.split(".")[0] == "morl"), "morl modules from outside " + code
+tiny = torch.finfo(torch.float32).tiny
+sub = n = 0
+for opt in opts:
+    for st in opt.state.values():
+        for key, v in st.items():
+            if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0:
+                a = v.abs()
+                sub += int(((a > 0) & (a < tiny)).sum())
+                n += a.numel()
+print(json.dumps({"setup": setup, "stamps": stamps, "subnormal": sub / max(n, 1)}))
+"""
+
+
+def rate(stamps: list[float], start: int, window: int) -> float:
+    """Steps/s over ``window`` steps from step ``start``."""
+    return window / (stamps[start + window - 1] - stamps[start - 1])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--loops", default=",".join(LOOPS), help=f"comma-separated, from {', '.join(LOOPS)}")
+    p.add_argument("--steps", type=int, default=100_000, help="optimiser steps per loop")
+    p.add_argument("--window", type=int, default=1000, help="steps per timed window")
+    p.add_argument("--skip", type=int, default=100, help="warm-up steps before the first window")
+    p.add_argument("--code", action="append", type=Path, default=[], help="a checkout to run (default: this one)")
+    p.add_argument("--trajectories", type=int, default=200, help="of the synthetic dataset (500 steps each)")
+    args = p.parse_args(argv)
+    loops = [x for x in args.loops.split(",") if x]
+    unknown = [x for x in loops if x not in LOOPS]
+    if unknown:
+        p.error(f"unknown loop(s) {', '.join(unknown)}; choose from {', '.join(LOOPS)}")
+    if args.steps < args.skip + 2 * args.window:
+        p.error(f"--steps must be at least --skip + 2 x --window ({args.skip + 2 * args.window})")
+    codes = [c.resolve() for c in (args.code or [ROOT])]
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import torch
+    from synthetic import synthetic_dataset
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data = synthetic_dataset(Path(tmp) / "synthetic.parquet", n_traj=args.trajectories)
+        print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread; {args.steps} steps "
+              f"per loop, windows of {args.window} steps\n")  # fmt: skip
+        print("| loop | checkout | runtime setup | first window (steps/s) | last window (steps/s) | last / first "
+              "| subnormal share of the optimiser state at the end |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
+        for loop in loops:
+            for code in codes:
+                out = subprocess.run(
+                    [sys.executable, "-c", CHILD, str(code), loop, str(args.steps), str(data)],
+                    cwd=code, capture_output=True, text=True,
+                )  # fmt: skip
+                if out.returncode != 0:
+                    print(f"| {loop} | {code} | failed: {out.stderr.strip().splitlines()[-1]} | | | | |", flush=True)
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                stamps = r["stamps"]
+                first = rate(stamps, args.skip, args.window)
+                last = rate(stamps, len(stamps) - args.window, args.window)
+                print(f"| {loop} | {code.name} | {r['setup']} | {first:.1f} | {last:.1f} | {last / first:.2f} "
+                      f"| {r['subnormal']:.1%} |", flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
