@@ -47,3 +47,5 @@ rule all:
         all_curves(),
         all_behavior_fronts(),
         all_data_cards(),
+        # evaluate.at_steps: HV along training
+        rules.convergence.output if AT_STEPS else [],

@@ -205,6 +205,14 @@ def cmd_aggregate(args) -> int:
     return 0
 
 
+def cmd_convergence(args) -> int:
+    from morl.convergence import write_convergence
+
+    outputs = write_convergence(args.evaluations, args.data_cards, args.out_dir, plots=not args.no_plots)
+    print(Path(outputs["convergence"]).read_text(), end="")
+    return 0
+
+
 def cmd_merge_slices(args) -> int:
     from morl.config import behavior_settings, load_config
     from morl.errors import InputError
@@ -501,6 +509,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("--out-dir", required=True, type=_output_dir)
 
+    sp = add(
+        "convergence", cmd_convergence, "HV along training: convergence.csv and plots from evaluations of snapshots"
+    )
+    sp.add_argument(
+        "--evaluations", nargs="+", required=True, help="evaluations of snapshots (evaluate.at_steps) and final models"
+    )
+    sp.add_argument("--data-cards", nargs="*", default=[], help="the datasets' cards (*.card.md): B of each row")
+    sp.add_argument("--out-dir", required=True, type=_output_dir)
+    sp.add_argument("--no-plots", action="store_true", help="write convergence.csv only")
+
     sp = with_config(add("merge-slices", cmd_merge_slices, "tables and plots from every committed slice of a grid"))
     sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
     sp.add_argument("--out-dir", required=True, type=_output_dir)
@@ -558,8 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     traceback. Any other exception is a bug and propagates with its traceback."""
     from morl.errors import DEBUG_ENV, expected_errors, report
     from morl.progress import log_to
+    from morl.cpu import configure
 
     args = build_parser().parse_args(argv)
+    configure()
     previous = os.environ.get(DEBUG_ENV)
     if args.debug:
         os.environ[DEBUG_ENV] = "1"

@@ -254,6 +254,13 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
     return config
 
 
+def snapshot_steps(config: dict[str, Any], env_id: str, model: str) -> list[int]:
+    """The steps at which ``model`` on ``env_id`` keeps a snapshot for HV along training:
+    ``evaluate.at_steps`` below the model's own budget, in order (none without the key)."""
+    total = train_settings(config, env_id, model)["steps"]
+    return sorted(s for s in config["evaluate"].get("at_steps") or () if s < total)
+
+
 def _refuse_old_train_keys(config: dict[str, Any], source) -> None:
     """A config written before every family had its own ``train.<family>`` section: PEDA's settings
     at the top of ``train`` or of an override are refused, naming the first key and where it goes."""

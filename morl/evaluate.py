@@ -382,6 +382,9 @@ def evaluate_checkpoint(
         # what the run was trained with (its seed apart), so that runs of one cell can be checked to
         # differ in their seed only
         "train_settings": _result_settings(trained.get("settings")),
+        # the optimiser steps the checkpoint had made: its settings' steps, or fewer for a snapshot
+        # taken along training
+        "train_steps": trained.get("steps"),
     }
     if coverage is not None:
         meta["coverage"] = coverage[0]["coverage"]

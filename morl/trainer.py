@@ -33,6 +33,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ import torch
 from torch import nn
 
 from morl import __version__
+from morl.cpu import flush_subnormals
 from morl.data import (
     Dataset,
     FileMismatchError,
@@ -337,6 +339,25 @@ def load_partial(path: Path, fingerprint: dict) -> dict | None:
 
 
 # --------------------------------------------------------------------------- the loop
+def check_keep(keep: Mapping[int, Any] | None, total: int, checkpoint_path: Path) -> dict[int, Path]:
+    """The snapshots to keep, checked: whole steps from 1 to the run's ``total``, each to its own
+    path, none of them the final checkpoint's."""
+    out: dict[int, Path] = {}
+    for at, path in (keep or {}).items():
+        if isinstance(at, bool) or not isinstance(at, (int, np.integer)) or not 1 <= at <= total:
+            raise InputError(f"a snapshot step must be a whole number from 1 to the run's {total} steps, got {at!r}")
+        path = Path(path)
+        if path == checkpoint_path or path in out.values():
+            raise InputError(f"snapshot path {path} is given twice (or is the final checkpoint's)")
+        out[int(at)] = path
+    return out
+
+
+def _last_loss(curve: list) -> float:
+    """The mean loss of the curve's last interval (NaN before its first)."""
+    return float(curve[-1][1]) if curve else float("nan")
+
+
 def check_seed(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a non-negative integer, got {seed!r}")
@@ -355,6 +376,7 @@ def train(
     progress: bool = True,
     expect_env: str | None = None,
     reference_dataset: os.PathLike | str | None = None,
+    keep: Mapping[int, os.PathLike | str] | None = None,
 ) -> dict[str, Any]:
     """Train ``model_name`` of ``family`` (a :class:`morl.families.Family`) on one dataset and write its
     final checkpoint atomically to ``checkpoint_path`` (and the curve CSV to ``curve_path``).
@@ -363,6 +385,10 @@ def train(
     another env id is refused. ``reference_dataset``: the env's expert-high dataset, whose state
     statistics normalise the states under ``statistics_from: expert-high``; it may be left out
     when the training dataset is that one itself, and must be with ``statistics_from: dataset``.
+    ``keep``: step -> path; the model as it was after that many steps is written there as a final
+    checkpoint of its own (its ``steps`` says which), for HV along training. The snapshots travel
+    in the partial state, so a killed run that resumes still writes every one, and they are written
+    when the run finishes (a path Snakemake declares as an output is removed when a job restarts).
 
     Returns a summary: ``final_loss`` (mean loss of the last curve interval), ``steps``,
     ``resumed_from`` (step the run continued from, 0 if fresh), ``samples_per_s`` and
@@ -376,6 +402,7 @@ def train(
     dataset_path = Path(dataset_path)
     checkpoint_path = Path(checkpoint_path)
     partial_path = checkpoint_path.with_name(checkpoint_path.name + ".partial")
+    keep = check_keep(keep, settings["steps"], checkpoint_path)
 
     # the reference dataset is checked from the metadata before any (possibly large) file is read
     meta = read_meta(dataset_path)
@@ -404,12 +431,14 @@ def train(
         "reference_sha256": reference_sha,
         "device_type": dev.type,
         "morl_version": __version__,
+        "keep": sorted(keep),  # a resumed run must have kept the snapshots it is asked for
     }
 
     total = settings["steps"]
     every = curve_interval(total)
     rng_devices = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
 
+    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
     with torch.random.fork_rng(devices=rng_devices):
         torch.manual_seed(seed)
         learner = module.Learner(model_name, data, dims, settings, dev, facts)
@@ -420,6 +449,7 @@ def train(
         curve: list[list[float]] = []
         loss_sum = torch.zeros((), device=dev)
         loss_count = 0
+        kept: dict[int, dict] = {}  # step -> the policy's state_dict then, and the curve's last loss
         state = load_partial(partial_path, fingerprint)
         if state is not None:
             learner.load_state_dict(state["learner"])
@@ -431,6 +461,7 @@ def train(
             curve = [list(row) for row in state["curve"]]
             loss_sum.fill_(float(state["loss_sum"]))
             loss_count = int(state["loss_count"])
+            kept = {int(k): v for k, v in state.get("kept", {}).items()}
             log.info("%s: resuming from step %d", partial_path, step)
         resumed_from = step
 
@@ -453,7 +484,11 @@ def train(
                 loss_count = 0
                 rate = settings["batch_size"] * (step - resumed_from) / max(time.perf_counter() - t0, 1e-9)
                 bar.update(0, loss=f"{mean_loss:.4g}", samples_s=f"{rate:.0f}")
-            if settings["checkpoint_every"] and step % settings["checkpoint_every"] == 0 and step < total:
+            if step in keep and step < total:
+                kept[step] = {"state_dict": cpu_state_dict(learner.policy), "final_loss": _last_loss(curve)}
+            if step < total and (
+                (settings["checkpoint_every"] and step % settings["checkpoint_every"] == 0) or step in keep
+            ):
                 save_partial(
                     partial_path,
                     {
@@ -467,6 +502,7 @@ def train(
                         "curve": curve,
                         "loss_sum": loss_sum.item(),
                         "loss_count": loss_count,
+                        "kept": kept,
                     },
                 )
                 if curve_path is not None:
@@ -474,7 +510,7 @@ def train(
         bar.close()
         seconds = time.perf_counter() - t0
 
-    final_loss = float(curve[-1][1]) if curve else float("nan")
+    final_loss = _last_loss(curve)
     checkpoint = {
         "format": family.checkpoint_format,
         "format_version": module.FORMAT_VERSION,
@@ -506,6 +542,10 @@ def train(
         "torch_version": str(torch.__version__),
         "device": str(dev),
     }
+    for at, path in sorted(keep.items()):
+        snapshot = kept[at] if at < step else {"state_dict": checkpoint["state_dict"], "final_loss": final_loss}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_torch(path, {**checkpoint, **snapshot, "steps": at})
     save_torch(checkpoint_path, checkpoint)
     if curve_path is not None:
         write_curve(curve_path, curve)
@@ -635,5 +675,6 @@ def load_agent(family: Any, path: os.PathLike | str, device: str = "cpu", defini
         "dataset_sha256": ckpt["dataset_sha256"],
         "env_id": ckpt.get("env_id"),
         "settings": ckpt["settings"],
+        "steps": ckpt.get("steps"),
     }
     return agent

@@ -56,3 +56,24 @@ rule partial_tables:
         seeds=config["seeds"],
     script:
         "../workflow_scripts/aggregate.py"
+
+
+rule convergence:
+    """HV along training (evaluate.at_steps): convergence.csv and one plot per dataset row."""
+    input:
+        evaluations=all_along_evaluations(),
+        data_cards=all_data_cards(),
+    output:
+        table=os.path.join(TABLES, "convergence.csv"),
+        plots=expand(
+            os.path.join(TABLES, "plots", "convergence", "{row}.{ext}"),
+            row=[f"{e}_{q}-{h}" for e, q, h in datasets()],
+            ext=["png", "pdf"],
+        ),
+    log:
+        os.path.join(LOGS, "convergence.log"),
+    conda:
+        "../envs/morl.yaml"
+    threads: 1
+    script:
+        "../workflow_scripts/convergence.py"

@@ -6,6 +6,7 @@ from morl.config import (
     coverage_settings,
     imported_datasets,
     reference_cell,
+    snapshot_steps,
     train_settings,
     training_definitions,
 )
@@ -23,6 +24,7 @@ wildcard_constraints:
     entropy=r"high|medium|low",
     model=wildcard_pattern(),
     seed=r"\d+",
+    step=r"\d+",
     # the complete data has no suffix, so runs on it keep their paths; variants: -shattered, -narrow
     coverage=r"|-shattered|-narrow",
 
@@ -40,6 +42,13 @@ CHECKPOINT = os.path.join(RUN, "model.pt")
 CURVE = os.path.join(RUN, "curve.csv")
 EVALUATION = os.path.join(RUN, "eval.parquet")
 EVAL_SUMMARY = os.path.join(RUN, "summary.json")
+# HV along training (evaluate.at_steps): the snapshots a run keeps, and their evaluations
+SNAPSHOTS = os.path.join(RUN, "snapshots")
+SNAPSHOT = os.path.join(SNAPSHOTS, "step{step}.pt")
+ALONG = os.path.join(RUN, "along", "step{step}")
+ALONG_EVALUATION = os.path.join(ALONG, "eval.parquet")
+ALONG_SUMMARY = os.path.join(ALONG, "summary.json")
+AT_STEPS = bool(config["evaluate"].get("at_steps"))
 TABLES = os.path.join(R, "tables")
 # Each env's finished results that the tables need, to be committed (rules/slices.smk).
 SLICES = config.get("slices_dir") or os.path.join(R, "slices")
@@ -109,6 +118,25 @@ def all_evaluations():
         model=config["models"],
         seed=config["seeds"],
     )
+
+
+def all_along_evaluations():
+    """Every snapshot's evaluation (evaluate.at_steps), and the final evaluation of each run that
+    keeps snapshots: the last point of its curve of HV along training."""
+    out = []
+    for env in config["envs"]:
+        for model in config["models"]:
+            steps = snapshot_steps(config, env, model)
+            for quality in config["qualities"]:
+                for entropy in config["entropies"]:
+                    for coverage in coverage_suffixes():
+                        for seed in config["seeds"]:
+                            wc = dict(
+                                env=env, quality=quality, entropy=entropy, coverage=coverage, model=model, seed=seed
+                            )
+                            out += [ALONG_EVALUATION.format(**wc, step=s) for s in steps]
+                            out.append(EVALUATION.format(**wc))
+    return out if AT_STEPS else []
 
 
 def all_front_models():

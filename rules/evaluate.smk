@@ -20,3 +20,28 @@ rule evaluate:
         definitions=lambda wc: training_definitions(config, wc.env, wc.model),
     script:
         "../workflow_scripts/evaluate.py"
+
+
+rule evaluate_along:
+    """Roll out the snapshot a run kept at one step of its training (evaluate.at_steps) on the grid."""
+    input:
+        snapshots=SNAPSHOTS,
+        dataset=dataset_for,
+        reference=reference_for,
+        coverage_source=coverage_source_for,
+    output:
+        evaluation=ALONG_EVALUATION,
+        summary=ALONG_SUMMARY,
+    log:
+        os.path.join(LOGS, "evaluate/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.step{step}.log"),
+    benchmark:
+        os.path.join(BENCH, "evaluate/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.step{step}.tsv")
+    conda:
+        "../envs/morl.yaml"
+    threads: 1
+    params:
+        settings=config["evaluate"],
+        definitions=lambda wc: training_definitions(config, wc.env, wc.model),
+        checkpoint=lambda wc: SNAPSHOT.format(**wc),
+    script:
+        "../workflow_scripts/evaluate.py"

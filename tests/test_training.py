@@ -11,7 +11,8 @@ import torch
 
 import morl.trainer as training
 from morl.data import Dataset, write_dataset
-from morl.families import family, peda, train
+from morl.errors import InputError
+from morl.families import family, load_agent, peda, train
 from morl.families.peda import action_loss, batch_loss, gather_batch, prepare_tensors, returns_to_go, sample_indices
 from morl.families.peda_networks import ActionHead, build_model
 from morl.trainer import CHECKPOINT_KEYS, observation_stats
@@ -402,7 +403,7 @@ def test_missing_action_bounds_and_unknown_env(tmp_path):
 def test_only_modt_clips_its_gradients(name, dataset_path, tmp_path, monkeypatch):
     calls = []
     real = torch.nn.utils.clip_grad_norm_
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, norm: calls.append(norm) or real(p, norm))
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, norm, **kw: calls.append(norm) or real(p, norm, **kw))
     train(dataset_path, name, 0, dict(HP, steps=3), tmp_path / "m.pt", device="cpu", progress=False)
     assert calls == ([0.25] * 3 if name.startswith("dt") else [])
 
@@ -504,3 +505,58 @@ def test_state_statistics_are_numpys_float64_mean_and_std_computed_in_blocks(mon
         assert mean.dtype == std.dtype == np.float32
         np.testing.assert_array_equal(mean, whole.mean(axis=0).astype(np.float32), err_msg=f"block {block}")
         np.testing.assert_array_equal(std, want_std.astype(np.float32), err_msg=f"block {block}")
+
+
+# --------------------------------------------------------------------------- snapshots along training
+def _weights(path):
+    return torch.load(path, weights_only=True)["state_dict"]
+
+
+@pytest.mark.parametrize("name", ["rvs-p", "dt-p"])
+def test_a_snapshot_is_the_model_a_run_of_that_many_steps_ends_with(name, dataset_path, tmp_path):
+    """HV along training evaluates snapshots as if they were runs of that budget: for PEDA's models,
+    whose schedule does not depend on the total, the snapshot at step 20 of a 40-step run is the final
+    model of a 20-step run, and it says which step it was taken at."""
+    hp = dict(HP, checkpoint_every=0)
+    keep = {20: tmp_path / "snap" / "step20.pt"}
+    train(dataset_path, name, 4, dict(hp, steps=40), tmp_path / "long.pt", device="cpu", progress=False, keep=keep)
+    train(dataset_path, name, 4, dict(hp, steps=20), tmp_path / "short.pt", device="cpu", progress=False)
+    snap, short = _weights(keep[20]), _weights(tmp_path / "short.pt")
+    assert snap.keys() == short.keys() and all(torch.equal(snap[k], short[k]) for k in snap)
+    ckpt = torch.load(keep[20], weights_only=True)
+    assert ckpt["steps"] == 20 and ckpt["settings"]["steps"] == 40
+    assert not all(torch.equal(snap[k], _weights(tmp_path / "long.pt")[k]) for k in snap)
+    agent = load_agent(keep[20])  # a snapshot is a final checkpoint of its own
+    assert agent.training["steps"] == 20
+
+
+def test_a_killed_run_still_writes_the_snapshots_it_took_before_it_died(dataset_path, tmp_path, monkeypatch):
+    hp = dict(HP, steps=50, checkpoint_every=20)
+    keep = lambda stem: {10: tmp_path / stem / "step10.pt", 30: tmp_path / stem / "step30.pt"}  # noqa: E731
+    train(dataset_path, "rvs-p", 5, hp, tmp_path / "straight.pt", device="cpu", progress=False, keep=keep("a"))
+    with monkeypatch.context() as m:
+        kill_after_partial_saves(m, 3)  # saves at 10 (a snapshot), 20 and 30 (a snapshot): dies after step 30
+        with pytest.raises(Killed, match="after step 30"):
+            train(dataset_path, "rvs-p", 5, hp, tmp_path / "resumed.pt", device="cpu", progress=False, keep=keep("b"))
+    assert not (tmp_path / "b").exists()  # written when the run finishes, not before
+    resumed = train(dataset_path, "rvs-p", 5, hp, tmp_path / "resumed.pt", device="cpu", progress=False, keep=keep("b"))
+    assert resumed["resumed_from"] == 30
+    for a, b in zip(keep("a").values(), keep("b").values()):
+        wa, wb = _weights(a), _weights(b)
+        assert all(torch.equal(wa[k], wb[k]) for k in wa), f"{b} differs from the uninterrupted run's"
+
+
+@pytest.mark.parametrize(
+    "keep, match",
+    [
+        ({0: "x.pt"}, "from 1 to the run's 30 steps"),
+        ({31: "x.pt"}, "from 1 to the run's 30 steps"),
+        ({True: "x.pt"}, "from 1 to the run's 30 steps"),
+        ({5: "x.pt", 6: "x.pt"}, "given twice"),
+    ],
+)
+def test_bad_snapshot_requests_are_refused_before_training(keep, match, dataset_path, tmp_path):
+    keep = {k: tmp_path / v for k, v in keep.items()}
+    with pytest.raises(InputError, match=match):
+        train(dataset_path, "rvs-p", 0, dict(HP, steps=30), tmp_path / "m.pt", device="cpu", progress=False, keep=keep)
+    assert not (tmp_path / "m.pt").exists()

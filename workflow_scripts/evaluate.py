@@ -11,9 +11,11 @@ def main(sm) -> None:
     s = sm.params.settings
     # Physics on `threads` cores; the policy on one torch thread, which evaluate_checkpoint sets
     # itself (morl.evaluate.EVALUATION_TORCH_THREADS), as for `morl evaluate`.
+    # a snapshot kept along training is named by the rule (its folder is the input), else the model
+    checkpoint = sm.params.checkpoint if "checkpoint" in sm.params.keys() else sm.input.checkpoint
     with log_to(sm.log[0]):
         evaluate_checkpoint(
-            sm.input.checkpoint,
+            checkpoint,
             sm.input.dataset,
             sm.output.evaluation,
             s["divisions"],

@@ -1,5 +1,7 @@
 """Rule `train`: one model on one dataset with one seed, by its family's trainer."""
 
+import os
+
 import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.path)
 import torch
 
@@ -10,6 +12,10 @@ from morl.progress import log_to
 
 def main(sm) -> None:
     torch.set_num_threads(sm.threads)
+    keep = {}
+    if "snapshots" in sm.output.keys():  # evaluate.at_steps: the folder exists even if it stays empty
+        os.makedirs(sm.output.snapshots, exist_ok=True)
+        keep = {step: os.path.join(sm.output.snapshots, f"step{step}.pt") for step in sm.params.keep}
     with log_to(sm.log[0]):
         train(
             sm.input.dataset,
@@ -20,6 +26,7 @@ def main(sm) -> None:
             curve_path=sm.output.curve,
             expect_env=sm.wildcards.env,
             reference_dataset=next(iter(sm.input.reference), None),
+            keep=keep,
         )
 
 
