@@ -40,6 +40,18 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def _threads(requested: int) -> int:
+    """The torch threads a command computes with (:func:`morl.cpu.usable_threads`), saying why when
+    fewer than asked for."""
+    from morl.cpu import usable_threads
+    from morl.progress import log
+
+    threads, why = usable_threads(requested)
+    if why:
+        log.warning("%s", why)
+    return threads
+
+
 def cmd_behavior(args) -> int:
     from morl.behavior import train_behavior
     from morl.config import behavior_settings, load_config, validate_config
@@ -52,7 +64,8 @@ def cmd_behavior(args) -> int:
         ]
         validate_config(config, f"{args.config} with --method {args.method}")
     settings = behavior_settings(config, args.env)
-    summary = train_behavior(args.env, settings, args.output, threads=args.threads, device=args.device)
+    threads = _threads(args.threads) if args.threads else None
+    summary = train_behavior(args.env, settings, args.output, threads=threads, device=args.device)
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -114,7 +127,8 @@ def cmd_train(args) -> int:
     config = load_config(args.config)
     env_id = read_meta(args.dataset)["env_id"]
     settings = train_settings(config, env_id, args.model)
-    with torch_threads(args.threads):
+    threads = _threads(args.threads)
+    with torch_threads(threads):
         summary = train(
             args.dataset,
             args.model,
@@ -125,6 +139,7 @@ def cmd_train(args) -> int:
             device=args.device,
             reference_dataset=args.reference_dataset,
         )
+    summary["threads"] = threads
     print(json.dumps(summary, indent=2, default=str))
     return 0
 
@@ -411,8 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=_bounded_count(MAX_WORKERS, "threads"),
         default=1,
-        help="torch threads on the CPU (default 1, as a workflow job; on a machine busy with other work, "
-        "several threads wait on one another and train many times slower)",
+        help="torch threads on the CPU (default 1, as a workflow job). More than one is used only on cores "
+        "that are idle when training starts (threads beside a busy job wait on one another and train many "
+        "times slower); the count used is printed with the summary",
     )
 
     sp = with_config(add("evaluate", cmd_evaluate, "evaluate a trained model on the preference grid"))

@@ -9,10 +9,12 @@ in a fresh interpreter, whose floating-point mode is the default one (no flushin
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
+import pytest
 from conftest import ROOT
 
 # A PEDA-shaped MLP trained with the library's own optimiser for MORvS/BC; after 200 steps, half of
@@ -105,3 +107,45 @@ def test_a_library_fit_flushes_by_itself(tiny_dataset, smoke_config):
         """
     )
     assert _flushed_after(code)
+
+
+# --------------------------------------------------------------------------- threads
+@pytest.mark.parametrize(
+    "requested, cores, idle, expected, says",
+    [
+        (1, 2, 0.0, 1, None),  # one thread is always allowed, and no core is measured for it
+        (2, 2, 2.0, 2, None),
+        (2, 2, 0.9, 1, "only 0.9 of"),  # beside a busy job: threads would wait on one another
+        (4, 2, 2.0, 2, "may run on 2 cores"),  # never more than the process's cores
+        (4, 8, 2.6, 3, "only 2.6 of"),
+        (2, 2, None, 2, None),  # no /proc/stat: the cores the process may use
+    ],
+)
+def test_threads_never_outnumber_the_free_cores(monkeypatch, requested, cores, idle, expected, says):
+    import morl.cpu as cpu
+
+    monkeypatch.setattr(cpu, "available_cores", lambda: cores)
+    monkeypatch.setattr(cpu, "idle_cores", lambda interval=0.25: idle)
+    threads, why = cpu.usable_threads(requested)
+    assert threads == expected
+    assert (why is None) if says is None else (says in why and f"computing with {expected}" in why)
+
+
+def test_idle_cores_reads_the_machine():
+    from morl.cpu import idle_cores
+
+    idle = idle_cores(0.05)
+    assert idle is None or 0.0 <= idle <= (os.cpu_count() or 1) + 1e-9
+
+
+def test_morl_train_reports_the_threads_it_used(tiny_dataset, tmp_path, capsys, monkeypatch):
+    import json
+
+    import morl.cpu as cpu
+    from morl.cli import main
+
+    monkeypatch.setattr(cpu, "idle_cores", lambda interval=0.25: 0.4)
+    out = tmp_path / "m.pt"
+    argv = ["train", "--config", str(ROOT / "configs/smoke.yaml"), "--dataset", str(tiny_dataset), "--model", "rvs-p"]
+    assert main([*argv, "--output", str(out), "--threads", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["threads"] == 1
