@@ -250,7 +250,8 @@ def cmd_merge_slices(args) -> int:
         if which:
             behaviors[env] = which.lower() if isinstance(which, str) else checksums.get(shipped_policy_path(env).name)
     outputs = merge_slices(args.slices, args.out_dir, datasets=rows, models=config["models"], seeds=config["seeds"],
-                           behaviors={e: h for e, h in behaviors.items() if h}, plots=not args.tables_only)  # fmt: skip
+                           behaviors={e: h for e, h in behaviors.items() if h}, plots=not args.tables_only,
+                           config=config)  # fmt: skip
     print(Path(outputs["results"]).read_text())
     return 0
 

@@ -505,7 +505,8 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
     """
     opened = _open_dataset(path, expect_env)
     arrays = opened.read(_REQUIRED_COLUMNS)
-    lengths = _trajectory_lengths(arrays.pop("traj_id"), path)
+    traj_ids = arrays.pop("traj_id")
+    lengths = _trajectory_lengths(traj_ids, path)
     try:
         ds = Dataset.from_arrays(
             arrays["observation"],
@@ -522,9 +523,27 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
         raise DataFileError(path, str(exc)) from exc
     if not np.array_equal(ds.steps, arrays["step"]):
         raise DataFileError(path, "step indices are not 0..len-1 within each trajectory")
+    _check_within_trajectories(ds, traj_ids, path)
     _check_preferences(ds.traj_preferences, path)
     check_starts_at_reset(ds.observations[ds.traj_starts], opened.meta.get("env_id"), path)
     return ds
+
+
+def _check_within_trajectories(ds: Dataset, traj_ids: np.ndarray, path) -> None:
+    """Refuse a trajectory that ends before its last row: a ``terminal`` or ``timeout`` flag set
+    before its last step (the value-based families would cut their bootstrap there)."""
+    inner = np.ones(ds.n_steps, bool)  # rows that have a following row in their trajectory
+    inner[ds.traj_starts + ds.traj_lengths - 1] = False
+
+    def refuse(row: int, problem: str) -> None:
+        raise DataFileError(path, f"trajectory {int(traj_ids[row])}, step {int(ds.steps[row])}: {problem}")
+
+    for flags, name in ((ds.terminals, "terminal"), (ds.timeouts, "timeout")):
+        early = np.flatnonzero(flags & inner)
+        if len(early):
+            row = int(early[0])
+            last = int(ds.traj_lengths[np.searchsorted(ds.traj_starts, row, side="right") - 1]) - 1
+            refuse(row, f"the {name} flag is set before the trajectory's last step ({last})")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -30,11 +31,19 @@ from morl.aggregate import aggregate
 from morl.data import atomic_write, read_meta
 from morl.dataset_info import dataset_info, format_card
 from morl.errors import InputError
+from morl.progress import log
 
 #: The provenance file of a slice.
 PROVENANCE = "SLICE.json"
 #: The stages whose benchmark files give a slice's wall time, in pipeline order.
 STAGES = ("behavior", "behavior_front", "collect", "coverage", "front_model", "train", "evaluate")
+#: Every file a slice holds, as a path relative to its folder: its provenance, the behavior front,
+#: a card and a front model per dataset, each run's evaluation and curve, and the timestamp
+#: Snakemake keeps in a folder it made.
+SLICE_FILE = re.compile(
+    r"SLICE\.json|\.snakemake_timestamp|behavior/front\.parquet|data/[^/]+\.(?:card\.md|front_model\.pt)"
+    r"|[^/]+/[^/]+/seed\d+/(?:eval\.parquet|curve\.csv)"
+)
 
 
 def _relative(path: Path, results_dir: Path, env: str) -> Path:
@@ -117,6 +126,9 @@ def export_slice(
             f"({', '.join(sorted(map(str, evaluated)))}); rerun the env's runs on its current data"
         )
     tmp = out_dir.with_name(out_dir.name + ".partial")
+    # nothing but a slice this tool wrote (or the unfinished copy of one) is ever replaced
+    check_replaceable(out_dir, env)
+    check_replaceable(tmp, env, partial=True)
     if tmp.exists():
         shutil.rmtree(tmp)
     for path in files:
@@ -148,6 +160,47 @@ def export_slice(
     return out_dir
 
 
+def check_replaceable(folder: str | os.PathLike, env: str, partial: bool = False) -> None:
+    """Refuse to replace ``folder`` unless it is absent, empty, or a slice of ``env`` that
+    :func:`export_slice` wrote: a ``SLICE.json`` that describes ``env`` (for the unfinished copy,
+    ``partial``, none is needed) and no file but those a slice holds (:data:`SLICE_FILE`). A
+    folder of anything else (a results folder, a user's files) is never deleted."""
+    folder = Path(folder)
+    if not folder.exists() and not folder.is_symlink():
+        return
+    why = None
+    if folder.is_symlink() or not folder.is_dir():
+        why = "it is not a folder" if not folder.is_symlink() else "it is a link"
+    else:
+        files = sorted(p for p in folder.rglob("*") if not p.is_dir() or p.is_symlink())
+        if not files:
+            return
+        other = [p for p in files if p.is_symlink() or not SLICE_FILE.fullmatch(p.relative_to(folder).as_posix())]
+        if other:
+            why = f"it holds {other[0].relative_to(folder)}, which no slice holds"
+        elif not partial:
+            info = _read_provenance(folder / PROVENANCE) if (folder / PROVENANCE).is_file() else None
+            if not (folder / PROVENANCE).is_file():
+                why = f"it has no {PROVENANCE}"
+            elif info is None:
+                why = f"its {PROVENANCE} is not one this tool writes"
+            elif info.get("env") != env:
+                why = f"its {PROVENANCE} describes a slice of {info.get('env')}, not of {env}"
+    if why is not None:
+        raise InputError(
+            f"{folder}: will not replace this folder with the slice of {env}: {why}, so it is not a slice "
+            "this tool wrote; move it away or set slices_dir to another folder"
+        )
+
+
+def _read_provenance(path: Path) -> dict[str, Any] | None:
+    """``SLICE.json`` as :func:`read_provenance` reads it, None when it is not one."""
+    try:
+        return read_provenance(path)
+    except (OSError, InputError):
+        return None
+
+
 def slice_files(slices_dir: str | os.PathLike) -> dict[str, list[str]]:
     """The evaluations, their curves (in the same order; a missing one is left out of the curves),
     behavior fronts, front models and dataset cards of every slice in ``slices_dir``, each list in a
@@ -170,20 +223,157 @@ def slice_files(slices_dir: str | os.PathLike) -> dict[str, list[str]]:
     }
 
 
+def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
+    """A slice's ``SLICE.json``, checked to have the shape :func:`export_slice` writes: an object
+    with ``env`` (a name), ``behavior`` (a list of ``{method, sha256}``) and ``runs`` (a count)."""
+    path = Path(path)
+    try:
+        info = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a slice's {PROVENANCE}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not a slice's {PROVENANCE}: not JSON ({exc})") from None
+    if not isinstance(info, dict):
+        raise InputError(f"{path}: not a slice's {PROVENANCE}: a JSON {type(info).__name__}, not an object")
+    behavior = info.get("behavior")
+    if not isinstance(info.get("env"), str):
+        raise InputError(f"{path}: not a slice's {PROVENANCE}: 'env' is {info.get('env')!r}, not an env's name")
+    if not isinstance(behavior, list) or not all(
+        isinstance(b, dict) and isinstance(b.get("sha256"), str) and isinstance(b.get("method"), str) for b in behavior
+    ):
+        raise InputError(
+            f"{path}: not a slice's {PROVENANCE}: 'behavior' is {behavior!r}, not a list of {{method, sha256}}"
+        )
+    runs = info.get("runs")
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
+        raise InputError(f"{path}: not a slice's {PROVENANCE}: 'runs' is {runs!r}, not a count of runs")
+    return info
+
+
+def read_slices(slices_dir: str | os.PathLike) -> dict[Path, dict[str, Any]]:
+    """Each slice's folder in ``slices_dir`` with its ``SLICE.json`` (:func:`read_provenance`)."""
+    return {path.parent: read_provenance(path) for path in sorted(Path(slices_dir).glob(f"*/{PROVENANCE}"))}
+
+
 def check_behaviors(slices_dir: str | os.PathLike, behaviors: dict[str, str]) -> None:
     """Refuse a slice whose data came from another behavior policy than ``behaviors`` says its env
     uses now (env -> SHA-256 of the policy file): its rows would describe data the grid no longer
     has, so the slice must be run again."""
-    for path in sorted(Path(slices_dir).glob(f"*/{PROVENANCE}")):
-        info = json.loads(path.read_text())
-        expected = behaviors.get(info.get("env"))
-        recorded = {b.get("sha256") for b in info.get("behavior", [])}
+    for folder, info in read_slices(slices_dir).items():
+        expected = behaviors.get(info["env"])
+        recorded = {b["sha256"] for b in info["behavior"]}
         if expected is not None and recorded != {expected}:
             raise InputError(
-                f"{path.parent}: the slice's data came from behavior policy sha256 "
-                f"{', '.join(sorted(map(str, recorded)))}, but {info.get('env')} now uses {expected}; run the env "
+                f"{folder}: the slice's data came from behavior policy sha256 "
+                f"{', '.join(sorted(recorded))}, but {info['env']} now uses {expected}; run the env "
                 "again and export its slice anew"
             )
+
+
+def _n_obj(path: Path) -> int | None:
+    """The number of objectives of an evaluation file: the width of its return column."""
+    import pyarrow.parquet as pq
+
+    field = pq.read_schema(path).field("return") if "return" in pq.read_schema(path).names else None
+    return getattr(field.type, "list_size", None) if field is not None else None
+
+
+def _config_differences(path: Path, meta: dict[str, Any], config: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """The settings in which the evaluation ``path`` (its metadata ``meta``) was made otherwise than
+    ``config`` says: (setting, the evaluation's value, the config's value)."""
+    from math import comb
+
+    from morl.config import train_settings
+    from morl.evaluate import _result_settings
+    from morl.families import family_of
+    from morl.preferences import default_divisions
+
+    evaluate = config.get("evaluate") or {}
+    out = []
+    for key, recorded in (("seed", meta.get("eval_seed")), ("episodes", meta.get("episodes"))):
+        if key in evaluate and recorded != evaluate[key]:
+            out.append((f"evaluate.{key}", recorded, evaluate[key]))
+    n_obj, points = _n_obj(path), (meta.get("summary") or {}).get("n_points")
+    if n_obj and points is not None:
+        divisions = evaluate.get("divisions") or default_divisions(n_obj)
+        expected = comb(divisions + n_obj - 1, n_obj - 1)
+        if points != expected:
+            out.append(("evaluate.divisions (preference points)", points, f"{divisions} ({expected} points)"))
+    model = meta.get("model")
+    if meta.get("kind") == "model" and model in (config.get("models") or []):
+        expected = _result_settings(train_settings(config, meta.get("env_id"), model))
+        recorded = meta.get("train_settings") or {}
+        for key in sorted(set(expected) | set(recorded)):
+            if recorded.get(key) != expected.get(key):
+                out.append((f"train.{family_of(model).name}.{key} (for {model})", recorded.get(key), expected.get(key)))
+    return out
+
+
+def check_slice(
+    folder: str | os.PathLike,
+    info: dict[str, Any],
+    config: dict[str, Any] | None = None,
+    datasets: Sequence[tuple[str, str, str]] | None = None,
+    models: Sequence[str] | None = None,
+) -> list[str]:
+    """Refuse a slice whose ``SLICE.json`` (``info``) disagrees with what its files record (its
+    env, its behavior policy, its number of runs), or whose evaluations were made under settings
+    other than ``config``'s (evaluation seed, episodes and grid, training settings). Return notes
+    on what the slice lacks of the config's grid (``datasets``, ``models``): its behavior front,
+    a run's folder."""
+    folder = Path(folder)
+    env = info["env"]
+    description = folder / PROVENANCE
+    if folder.name != env:
+        raise InputError(f"{description}: describes a slice of {env}, but the folder is {folder.name}'s")
+    recorded = {b["sha256"] for b in info["behavior"]}
+    evaluations = sorted(folder.rglob("eval.parquet"))
+    if info["runs"] != len(evaluations):
+        raise InputError(f"{description}: says the slice holds {info['runs']} runs, but it holds "
+                         f"{len(evaluations)} evaluations")  # fmt: skip
+    front = folder / "behavior" / "front.parquet"
+    files = [*evaluations, *([front] if front.is_file() else [])]
+    for path in files:
+        meta = read_meta(path)
+        sha = meta.get("behavior_sha256") if meta.get("kind") != "behavior" else meta.get("checkpoint_sha256")
+        if meta.get("env_id") != env:
+            raise InputError(f"{path}: an evaluation of {meta.get('env_id')}, but {description} describes a slice "
+                             f"of {env}")  # fmt: skip
+        if sha not in recorded:
+            raise InputError(
+                f"{path}: made from data of behavior policy sha256 {sha}, but {description} says "
+                f"{', '.join(sorted(recorded))}; the slice's description does not match its files, export it anew"
+            )
+        if config is not None and env in config.get("envs", []):
+            differ = _config_differences(path, meta, config)
+            if differ:
+                setting, theirs, ours = differ[0]
+                raise InputError(
+                    f"{path}: made under another config: {setting} is {theirs!r} in the slice, {ours!r} in the "
+                    "config; run the env again under this config and export its slice anew"
+                )
+    notes = []
+    if not front.is_file():
+        notes.append(f"{folder}: the slice has no behavior front (behavior/front.parquet); its B column is empty")
+    missing = [
+        f"{q}-{h}/{m}"
+        for e, q, h in datasets or ()
+        if e == env
+        for m in models or ()
+        if not (folder / f"{q}-{h}" / m).is_dir()
+    ]
+    if missing:
+        notes.append(f"{folder}: the slice has no runs of {', '.join(missing)}; their cells are empty")
+    return notes
+
+
+def unsliced_folders(slices_dir: str | os.PathLike) -> list[str]:
+    """Notes on the folders of ``slices_dir`` that are left out because they hold no ``SLICE.json``."""
+    return [
+        f"{p}: holds no {PROVENANCE}, so it is no slice and is left out"
+        for p in sorted(Path(slices_dir).iterdir())
+        if p.is_dir() and not (p / PROVENANCE).is_file() and not p.name.endswith(".partial")
+    ]
 
 
 def merge_slices(
@@ -194,14 +384,22 @@ def merge_slices(
     seeds: Sequence[int] | None = None,
     behaviors: dict[str, str] | None = None,
     plots: bool = True,
+    config: dict[str, Any] | None = None,
 ) -> dict[str, Path]:
     """The tables and plots of every slice in ``slices_dir``, written to ``out_dir`` (the arguments of
     :func:`morl.aggregate.aggregate`: the config's rows, columns and seeds; ``plots=False``: the
     tables only). ``behaviors``: env -> SHA-256 of the behavior policy it uses now; a slice made
-    from another is refused."""
+    from another is refused. Every slice is checked (:func:`check_slice`, against ``config`` when
+    given) before any table is written; what a slice lacks is logged as a note."""
+    found = slice_files(slices_dir)
+    slices = read_slices(slices_dir)
     if behaviors:
         check_behaviors(slices_dir, behaviors)
-    found = slice_files(slices_dir)
+    notes = unsliced_folders(slices_dir)
+    for folder, info in slices.items():
+        notes += check_slice(folder, info, config=config, datasets=datasets, models=models)
+    for note in notes:
+        log.warning("note: %s", note)
     curves = {e: c for e, c in zip(found["evaluations"], found["curves"]) if Path(c).is_file()}
     out = aggregate(
         found["evaluations"],
@@ -233,8 +431,7 @@ def provenance_table(slices_dir: str | os.PathLike) -> str:
         "| env | runs | behavior policy | commit | exported | machine | wall time per stage |",
         "|---|---:|---|---|---|---|---|",
     ]
-    for path in sorted(Path(slices_dir).glob(f"*/{PROVENANCE}")):
-        info = json.loads(path.read_text())
+    for info in read_slices(slices_dir).values():
         behavior = "; ".join(f"{b.get('method')} `{str(b.get('sha256'))[:12]}`" for b in info.get("behavior", []))
         machine = info.get("machine", {})
         stages = ", ".join(f"{k} {_duration(v)}" for k, v in info.get("wall_seconds", {}).items())

@@ -13,7 +13,10 @@ rule slice:
         datasets=lambda wc: [dataset_file(wc.env, q, h) for q in config["qualities"] for h in config["entropies"]],
         front_models=lambda wc: of_env(all_front_models(), wc.env),
     output:
-        directory(os.path.join(SLICES, "{env}")),
+        # update(): Snakemake deletes a job's folder before the job runs, and again when the job
+        # fails; flagged so, it leaves the folder to the script, which replaces it only when it is
+        # a slice this tool wrote (morl.slices.check_replaceable), and restores it on a failure.
+        update(directory(os.path.join(SLICES, "{env}"))),
     log:
         os.path.join(LOGS, "slice/{env}.log"),
     conda:

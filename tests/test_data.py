@@ -19,7 +19,7 @@ def _synthetic(rng, lengths=(3, 5, 2), env_id="MO-HalfCheetah-v2") -> Dataset:
     return Dataset.from_arrays(
         at_rest(rng.normal(size=(n, spec.obs_dim)), lengths, env_id), rng.uniform(-1, 1, size=(n, spec.act_dim)),
         rng.normal(size=(n, spec.n_obj)), rng.dirichlet(np.ones(spec.n_obj), size=len(lengths)), lengths,
-        terminals=np.isin(np.arange(n), [2]), timeouts=np.isin(np.arange(n), [9]),
+        terminals=np.arange(n) == lengths[0] - 1, timeouts=np.arange(n) == n - 1,  # ends of the first and last
         meta={"env_id": env_id, "quality": "expert", "entropy": "high", "seed": 1},
     )  # fmt: skip
 
@@ -451,3 +451,31 @@ def test_every_reset_lies_within_the_start_tolerance_of_the_rest_observation(env
     rest = rest_observation(get_spec(env_id))
     worst = max(float(np.abs(env.reset(seed=seed)[0] - rest).max()) for seed in range(50))
     assert worst < START_TOLERANCE / 5
+
+
+@pytest.mark.parametrize(
+    "column, row, problem",
+    [("terminal", 4, "trajectory 1, step 1: the terminal flag is set before the trajectory's last step (4)"),
+     ("timeout", 0, "trajectory 0, step 0: the timeout flag is set before the trajectory's last step (2)")],
+)  # fmt: skip
+def test_a_trajectory_that_ends_before_its_last_row_is_refused(tmp_path, column, row, problem):
+    """A terminal or timeout flag inside a trajectory is refused naming the file, the trajectory and
+    the step; at a trajectory's last row it is the format's own."""
+    ds = _synthetic(np.random.default_rng(7))
+    path = tmp_path / "d.parquet"
+    write_dataset(path, ds)
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    values[row] = True
+    at = table.schema.get_field_index(column)
+    changed = table.set_column(at, column, pa.array(values, table.schema.field(column).type))
+    pq.write_table(changed.replace_schema_metadata(table.schema.metadata), path)
+    with pytest.raises(DataFileError) as caught:
+        load_dataset(path)
+    assert str(caught.value) == f"{path}: {problem}"
+    # at the last row of trajectory 0 (row 2) every one of them is allowed
+    values = table.column(column).to_pylist()
+    values[2] = True
+    ok = table.set_column(at, column, pa.array(values, table.schema.field(column).type))
+    pq.write_table(ok.replace_schema_metadata(table.schema.metadata), path)
+    assert load_dataset(path).n_steps == ds.n_steps

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from tables_compare import csv_differences, differences, text_differences
 
 from morl.cli import main
 from morl.errors import InputError
-from morl.slices import PROVENANCE, check_behaviors, slice_files
+from morl.slices import PROVENANCE, check_behaviors, merge_slices, slice_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER_CPU = ROOT / "docs" / "paper-cpu"
@@ -36,14 +39,11 @@ def merged_tables(config: str, slices: Path, out: Path) -> Path:
     return out
 
 
-def differing(committed: Path, made: Path, names: list) -> list[str]:
-    """The names among ``names`` whose committed file differs from the freshly made one."""
-    return [str(n) for n in names if (committed / n).read_bytes() != (made / n).read_bytes()]
-
-
 def write_slice(root: Path, env: str, sha: str) -> Path:
     (root / env).mkdir(parents=True)
-    (root / env / PROVENANCE).write_text(json.dumps({"env": env, "behavior": [{"method": "pgmorl", "sha256": sha}]}))
+    (root / env / PROVENANCE).write_text(
+        json.dumps({"env": env, "behavior": [{"method": "pgmorl", "sha256": sha}], "runs": 0})
+    )
     return root / env
 
 
@@ -70,26 +70,89 @@ def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_p
     assert main([*argv, "--out-dir", str(out)]) == 0
     made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
     assert made and all((PAPER_CPU / f).is_file() for f in made)
-    # the tables byte for byte; the figures (and the page that embeds them) depend on the fonts and
-    # the renderer of the machine that draws them, so they are checked to be there, not for bytes
+    # the tables as tests/tables_compare.py compares them (byte for byte but the numbers that pass
+    # through CPU-dependent float kernels); the figures (and the page that embeds them) depend on
+    # the fonts and the renderer of the machine that draws them, so they are checked to be there
     tables = [f for f in made if f.parts[0] != "plots" and f.suffix != ".html"]
     # and the reading against the paper's findings that `morl paper-targets` makes from them
     comparison = ["paper-targets", "--comparison", str(out / "paper_comparison.csv")]
     assert main([*comparison, "--output", str(out / "targets.md")]) == 0
-    differ = differing(PAPER_CPU, out, [*tables, "targets.md"])
-    assert tables and not differ, differ
+    differ = differences(PAPER_CPU, out, [*tables, "targets.md"])
+    assert tables and not differ, "\n".join(differ)
 
 
 def test_the_committed_budget_probe_tables_are_what_its_slice_gives(tmp_path):
     """docs/unseen/budget-probe keeps some of the tables `morl merge-slices` makes from its slice
-    (docs/weight-conditioning.md reads them); each kept one is what the slice gives, byte for byte."""
+    (docs/weight-conditioning.md reads them); each kept one is what the slice gives (as
+    tests/tables_compare.py compares them)."""
     probe = ROOT / "docs/unseen/budget-probe"
     out = merged_tables("configs/unseen-budget-probe.yaml", probe / "runs", tmp_path / "merged")
     assert not (out / "plots").exists()
     kept = sorted(p.name for p in probe.iterdir() if p.is_file())
     assert "metrics.csv" in kept and "generalisation_iqm.md" in kept
-    differ = differing(probe, out, kept)
-    assert not differ, differ
+    differ = differences(probe, out, kept)
+    assert not differ, "\n".join(differ)
+
+
+@pytest.mark.parametrize("change, differs", [(1e-8, False), (1e-3, True)])
+def test_the_committed_tables_allow_for_another_cpu_and_nothing_more(tmp_path, monkeypatch, change, differs):
+    """The front model's predictions and EUM pass through float kernels whose last bits depend on
+    the CPU: changed by a relative 1e-8 (more than another CPU changes them), the budget probe's
+    tables still compare equal; changed by 1e-3, the comparison names each changed column."""
+    import morl.aggregate
+    from morl.front_model import FrontModel
+
+    predict, eum = FrontModel.predict, morl.aggregate.eum
+    monkeypatch.setattr(FrontModel, "predict", lambda self, w: predict(self, w) * (1 + change))
+    monkeypatch.setattr(morl.aggregate, "eum", lambda points: eum(points) * (1 + change))
+    probe = ROOT / "docs/unseen/budget-probe"
+    out = merged_tables("configs/unseen-budget-probe.yaml", probe / "runs", tmp_path / "merged")
+    differ = differences(probe, out, sorted(p.name for p in probe.iterdir() if p.is_file()))
+    if not differs:
+        assert not differ, "\n".join(differ)
+        return
+    for file, column in [("metrics.csv", "rd_held_out"), ("metrics.csv", "eum"), ("intervals.csv", "rd_held_out_mean"),
+                         ("intervals.csv", "rd_held_out_std"), ("intervals.csv", "eum")]:  # fmt: skip
+        assert any(d.startswith(f"{file}: row ") and f"column {column}: " in d and "> 1e-06" in d for d in differ), (
+            file, column, differ)  # fmt: skip
+    assert all(" column rd_held_out" in d or " column eum" in d or " column 'EUM'" in d for d in differ), differ
+
+
+def test_a_changed_number_is_named_with_its_file_row_column_and_size():
+    """Outside the columns of CPU-dependent kernels a number must keep its bytes; in them it may
+    move by a relative 1e-6; a Markdown cell of such a column by one unit of its last digit."""
+    header = "env,model,hv,eum,rd_held_out,note\n"
+    committed = header + "A,dt,1.5,2000.0,300.0,ok\n"
+    assert csv_differences("t.csv", committed, header + "A,dt,1.5,2000.0000001,300.0000003,ok\n") == []
+    assert csv_differences("t.csv", committed, header + "A,dt,1.5000000000000002,2000.0,300.0,ok\n") == [
+        "t.csv: row 1 (A,dt,1.5,2000.0,300.0), column hv: committed 1.5, made 1.5000000000000002, relative "
+        "difference 1.48e-16; this column must repeat byte for byte"
+    ]
+    assert csv_differences("t.csv", committed, header + "A,dt,1.5,2000.0,300.3,ok\n") == [
+        "t.csv: row 1 (A,dt,1.5,2000.0,300.0), column rd_held_out: committed 300.0, made 300.3, relative "
+        "difference 0.000999 > 1e-06"
+    ]
+    assert csv_differences("t.csv", committed, header + "A,dt,1.5,2000.0,,ok\n") == [
+        "t.csv: row 1 (A,dt,1.5,2000.0,300.0), column rd_held_out: committed '300.0', made ''"
+    ]
+    assert csv_differences("t.csv", committed, header + "A,dt,1.5,2000.0,300.0,bad\n") != []
+    assert csv_differences("t.csv", committed, committed + "B,dt,1,2,3,ok\n") == ["t.csv: 1 rows committed, 2 made"]
+    assert csv_differences("t.csv", committed, committed.replace("note", "notes")) != []
+    table = "## T\n\n| model | HV (unit) | EUM | RD held-out (unit) |\n|---|---|---|---|\n| dt | 1.25 | 2181 | {} |\n"
+    assert text_differences("t.md", table.format("1.16 ± 0.01"), table.format("1.17 ± 0.01")) == []
+    assert text_differences("t.md", table.format("1.16 ± 0.01"), table.format("1.18 ± 0.01")) == [
+        "t.md: line 5 (dt | 1.25 | 2181), column 'RD held-out (unit)': committed 1.16, made 1.18, differ by "
+        "0.02, more than one unit of the last printed digit (0.01)"
+    ]
+    assert text_differences("t.md", table.format("1"), table.format("1").replace("1.25", "1.26")) == [
+        "t.md: line 5 (dt | 1.25 | 2181), column 'HV (unit)': committed '1.25', made '1.26'"
+    ]
+    assert text_differences("t.md", table.format("1"), table.format("1").replace("## T", "## U")) != []
+    tex = "\\toprule\nmodel & HV (unit) & EUM \\\\\n\\midrule\ndt & 1.25 & 2181 \\\\\n\\bottomrule\n"
+    assert text_differences("t.tex", tex, tex.replace("2181", "2182")) == []
+    assert text_differences("t.tex", tex, tex.replace("1.25", "1.24")) == [
+        "t.tex: line 4 (dt | 1.25 | 2181), column 'HV (unit)': committed '1.25', made '1.24'"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -99,19 +162,20 @@ def test_the_committed_budget_probe_tables_are_what_its_slice_gives(tmp_path):
 )  # fmt: skip
 def test_committed_tables_are_what_their_slices_give(tmp_path, folder, config, table):
     """docs/unseen's and docs/paper-cpu-definitions' tables (every file at the top level but the
-    README and the HTML page) are what `morl merge-slices` makes from their runs/, byte for byte."""
+    README and the HTML page) are what `morl merge-slices` makes from their runs/ (as
+    tests/tables_compare.py compares them)."""
     committed = ROOT / "docs" / folder
     out = merged_tables(config, committed / "runs", tmp_path / "merged")
     made = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
     kept = sorted(p.name for p in committed.iterdir() if p.is_file() and p.suffix != ".html" and p.name != "README.md")
     assert table in made and made == kept
-    differ = differing(committed, out, made)
-    assert not differ, differ
+    differ = differences(committed, out, made)
+    assert not differ, "\n".join(differ)
 
 
 def test_the_committed_value_based_tables_are_the_unseen_runs_complete_rows(tmp_path):
     """docs/value-based is `morl aggregate` over the complete-data evaluations of docs/unseen/runs,
-    as its README's command writes it: the same tables, byte for byte."""
+    as its README's command writes it: the same tables (as tests/tables_compare.py compares them)."""
     runs = UNSEEN / "runs"
     evaluations = sorted(str(p) for p in runs.glob("MO-*/*-high/*/seed*/eval.parquet"))
     fronts = sorted(str(p) for p in runs.glob("MO-*/behavior/front.parquet"))
@@ -122,8 +186,8 @@ def test_the_committed_value_based_tables_are_the_unseen_runs_complete_rows(tmp_
     argv += ["--seeds", "0", "1", "2"]
     assert main([*argv, "--out-dir", str(out)]) == 0
     tables = sorted(p.name for p in out.iterdir() if p.is_file() and p.suffix != ".html")
-    differ = differing(ROOT / "docs" / "value-based", out, tables)
-    assert tables and not differ, differ
+    differ = differences(ROOT / "docs" / "value-based", out, tables)
+    assert tables and not differ, "\n".join(differ)
 
 
 def test_the_definitions_comparison_reads_b_as_the_paper_comparison_does(capsys):
@@ -153,3 +217,248 @@ def test_the_definitions_comparison_reads_b_as_the_paper_comparison_does(capsys)
         assert (paper == "") == (r["paper_fraction"] is None)
         if paper:
             assert float(paper) == pytest.approx(r["paper_fraction"], abs=0.006)
+
+
+ENV = "MO-HalfCheetah-v2"
+SHA = "d" * 64
+
+
+def meta_parquet(path: Path, meta: dict) -> Path:
+    """A Parquet file that holds nothing but ``meta`` as its morl metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from morl.data import META_KEY
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({"x": [0]}).replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
+    pq.write_table(table, path)
+    return path
+
+
+def results_of_one_run(results: Path) -> dict:
+    """The inputs of the slice rule for one env with one run, as files whose metadata says which
+    behavior policy they come from (enough for the slice's checks, which come first)."""
+    run = results / ENV / "expert-high" / "bc" / "seed0"
+    evaluation = meta_parquet(run / "eval.parquet", {"kind": "model", "env_id": ENV, "behavior_sha256": SHA})
+    (run / "curve.csv").write_text("step,loss\n1,0.5\n")
+    dataset = meta_parquet(results / ENV / "data" / "expert-high.parquet",
+                           {"env_id": ENV, "behavior_method": "td3", "behavior_sha256": SHA})  # fmt: skip
+    front = meta_parquet(results / ENV / "behavior" / "front.parquet", {"kind": "behavior", "env_id": ENV})
+    return {"evaluations": [evaluation], "curves": [run / "curve.csv"], "front": front, "datasets": [dataset]}
+
+
+@pytest.mark.parametrize(
+    "files, why",
+    [({"data/expert-high.parquet": "a dataset"}, "it holds data/expert-high.parquet, which no slice holds"),
+     ({"notes.txt": "mine"}, "it holds notes.txt, which no slice holds"),
+     ({"behavior/front.parquet": "x"}, "it has no SLICE.json"),
+     ({"SLICE.json": json.dumps({"env": "MO-Hopper-v2", "behavior": [], "runs": 0})},
+      f"its SLICE.json describes a slice of MO-Hopper-v2, not of {ENV}"),
+     ({"SLICE.json": "[1, 2]"}, "its SLICE.json is not one this tool writes")],
+)  # fmt: skip
+def test_a_folder_that_is_not_a_slice_is_never_replaced(tmp_path, files, why):
+    from morl.slices import export_slice
+
+    inputs = results_of_one_run(tmp_path / "results")
+    out = tmp_path / "old_results" / ENV
+    for name, text in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    with pytest.raises(InputError) as caught:
+        export_slice(ENV, tmp_path / "results", out, **inputs)
+    assert str(caught.value) == (f"{out}: will not replace this folder with the slice of {ENV}: {why}, so it is not a "
+                                 "slice this tool wrote; move it away or set slices_dir to another folder")  # fmt: skip
+    assert {p.relative_to(out).as_posix(): p.read_text() for p in out.rglob("*") if p.is_file()} == files
+    assert not out.with_name(ENV + ".partial").exists()
+
+
+def test_an_unfinished_copy_that_holds_other_files_is_not_deleted(tmp_path):
+    from morl.slices import export_slice
+
+    inputs = results_of_one_run(tmp_path / "results")
+    partial = tmp_path / "slices" / f"{ENV}.partial"
+    (partial / "data").mkdir(parents=True)
+    (partial / "data" / "expert-high.parquet").write_text("a dataset")
+    with pytest.raises(InputError, match=rf"{ENV}\.partial: will not replace .*: it holds data/expert-high\.parquet"):
+        export_slice(ENV, tmp_path / "results", tmp_path / "slices" / ENV, **inputs)
+    assert (partial / "data" / "expert-high.parquet").read_text() == "a dataset"
+
+
+SNAKEFILE = """
+import os
+config.update({{"envs": ["{env}"], "qualities": ["expert"], "entropies": ["high"]}})
+R, SLICES, LOGS, BENCH = "results", "old_results", "results/logs", "results/benchmarks"
+BEHAVIOR_FRONT = os.path.join(R, "{{env}}/behavior/front.parquet")
+RUN = os.path.join(R, "{env}/expert-high/bc/seed0")
+def all_evaluations(): return [os.path.join(RUN, "eval.parquet")]
+def all_curves(): return [os.path.join(RUN, "curve.csv")]
+def all_front_models(): return []
+def dataset_file(env, q, h): return os.path.join(R, env, "data", f"{{q}}-{{h}}.parquet")
+def of_env(paths, env): return [p for p in paths if p.startswith(os.path.join(R, env, ""))]
+include: "{rules}"
+"""
+
+
+@pytest.mark.slow
+def test_the_slice_rule_leaves_a_folder_that_is_not_a_slice_as_it_was(tmp_path):
+    """Snakemake deletes a job's output folder before the job runs; the slice rule's is left to
+    the script, which refuses it, and the folder keeps its files."""
+    import subprocess
+    import sys
+
+    results_of_one_run(tmp_path / "results")
+    user = tmp_path / "old_results" / ENV / "data" / "expert-high.parquet"
+    user.parent.mkdir(parents=True)
+    user.write_bytes(b"the user's dataset")
+    for path in (user, user.parent, user.parent.parent):  # older than the results, so the rule runs
+        os.utime(path, (1e9, 1e9))
+    (tmp_path / "Snakefile").write_text(SNAKEFILE.format(env=ENV, rules=ROOT / "rules" / "slices.smk"))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "slices"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode != 0, res.stdout + res.stderr
+    assert f"morl slice: error: old_results/{ENV}: will not replace this folder" in res.stderr, res.stderr[-3000:]
+    assert user.read_bytes() == b"the user's dataset"
+    assert sorted(p.relative_to(tmp_path / "old_results") for p in (tmp_path / "old_results").rglob("*")) == [
+        Path(ENV), Path(ENV) / "data", Path(ENV) / "data" / "expert-high.parquet"]  # fmt: skip
+
+
+def evaluation(path: Path, config: dict, env: str, model: str | None, **changes) -> Path:
+    """An evaluation of ``model`` (None: the behavior front) on ``env``'s grid, as ``config`` makes it."""
+    from morl.config import train_settings
+    from morl.evaluate import _result_settings, write_evaluation
+
+    n = config["evaluate"]["divisions"] + 1  # two objectives
+    prefs = np.linspace([0, 1], [1, 0], n)
+    res = {"preferences": prefs, "targets": np.zeros_like(prefs), "returns": prefs * 100, "lengths": np.full(n, 9.0),
+           "seeds": np.zeros((n, 1), int), "summary": {"hv": 1.0, "n_points": n}}  # fmt: skip
+    meta = {"env_id": env, "eval_seed": config["evaluate"]["seed"], "episodes": config["evaluate"]["episodes"]}
+    if model is None:
+        meta |= {"kind": "behavior", "checkpoint_sha256": SHA}
+    else:
+        settings = _result_settings(train_settings(config, env, model))
+        meta |= {"kind": "model", "model": model, "quality": "amateur", "entropy": "low", "train_seed": 0,
+                 "behavior_sha256": SHA, "train_settings": settings}  # fmt: skip
+    for key, value in changes.items():
+        if key in meta.get("train_settings", {}):
+            meta["train_settings"] = {**meta["train_settings"], key: value}
+        elif key == "n_points":
+            res["summary"]["n_points"] = value
+        else:
+            meta[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if model is None:  # the front holds the behavior policy's, the zero and the random policy's points
+        res = {k: v if k == "summary" else np.concatenate([v] * 3) for k, v in res.items()}
+        write_evaluation(path, res, meta, policy_names=np.repeat(["behavior", "zero", "random"], n))
+    else:
+        write_evaluation(path, res, meta)
+    return path
+
+
+def a_slice(root: Path, config: dict, models=("bc", "dt-p"), front=True, **provenance) -> Path:
+    """A slice of MO-HalfCheetah-v2 as export_slice lays it out, made under ``config``."""
+    folder = root / ENV
+    for m in models:
+        evaluation(folder / "amateur-low" / m / "seed0" / "eval.parquet", config, ENV, m)
+    if front:
+        evaluation(folder / "behavior" / "front.parquet", config, ENV, None)
+    info = {"env": ENV, "behavior": [{"method": "td3", "sha256": SHA}], "runs": len(models), **provenance}
+    (folder / PROVENANCE).write_text(json.dumps(info))
+    return folder
+
+
+def merge(root: Path, out: Path, config: dict) -> dict:
+    rows = [(e, q, h) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]]
+    return merge_slices(root, out, datasets=rows, models=config["models"], seeds=config["seeds"], plots=False,
+                        config=config)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [("{not json", "not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+     ("[1, 2]", "a JSON list, not an object"),
+     ('{"env": 3, "behavior": [], "runs": 0}', "'env' is 3, not an env's name"),
+     ('{"env": "E", "behavior": {"sha256": "x"}, "runs": 0}',
+      "'behavior' is {'sha256': 'x'}, not a list of {method, sha256}"),
+     ('{"env": "E", "behavior": [], "runs": -1}', "'runs' is -1, not a count of runs")],
+)  # fmt: skip
+def test_a_damaged_slice_description_is_named_before_any_table_is_written(tmp_path, config, text, problem):
+    a_slice(tmp_path / "slices", config)
+    (tmp_path / "slices" / ENV / PROVENANCE).write_text(text)
+    with pytest.raises(InputError) as caught:
+        merge(tmp_path / "slices", tmp_path / "out", config)
+    assert str(caught.value) == f"{tmp_path / 'slices' / ENV / PROVENANCE}: not a slice's {PROVENANCE}: {problem}"
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_sound_slice_merges(tmp_path, config):
+    a_slice(tmp_path / "slices", config)
+    out = merge(tmp_path / "slices", tmp_path / "out", config)
+    assert f"| {ENV} | 2 | td3 `{SHA[:12]}` |" in out["slices"].read_text()
+
+
+@pytest.mark.parametrize(
+    "provenance, problem",
+    [({"behavior": [{"method": "td3", "sha256": "e" * 64}]},
+      f"amateur-low/bc/seed0/eval.parquet: made from data of behavior policy sha256 {SHA}, but "
+      f"{{slice}}/SLICE.json says {'e' * 64}; the slice's description does not match its files, export it anew"),
+     ({"env": "MO-Hopper-v2"}, "{slice}/SLICE.json: describes a slice of MO-Hopper-v2, but the folder is "
+                               f"{ENV}'s"),
+     ({"runs": 3}, "{slice}/SLICE.json: says the slice holds 3 runs, but it holds 2 evaluations")],
+)  # fmt: skip
+def test_a_slice_whose_description_disagrees_with_its_files_is_refused(tmp_path, config, provenance, problem):
+    folder = a_slice(tmp_path / "slices", config, **provenance)
+    with pytest.raises(InputError) as caught:
+        merge(tmp_path / "slices", tmp_path / "out", config)
+    assert str(caught.value).endswith(problem.format(slice=folder)), str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [({"eval_seed": 8}, "evaluate.seed is 8 in the slice, 7 in the config"),
+     ({"episodes": 2}, "evaluate.episodes is 2 in the slice, 1 in the config"),
+     ({"n_points": 11}, "evaluate.divisions (preference points) is 11 in the slice, '3 (4 points)' in the config"),
+     ({"steps": 60}, "train.peda.steps (for dt-p) is 60 in the slice, 30 in the config"),
+     ({"lr": 0.01}, "train.peda.lr (for dt-p) is 0.01 in the slice, 0.001 in the config")],
+)  # fmt: skip
+def test_a_slice_made_under_another_config_is_refused_naming_the_setting(tmp_path, config, change, problem):
+    folder = a_slice(tmp_path / "slices", config)
+    path = evaluation(folder / "amateur-low" / "dt-p" / "seed0" / "eval.parquet", config, ENV, "dt-p", **change)
+    with pytest.raises(InputError) as caught:
+        merge(tmp_path / "slices", tmp_path / "out", config)
+    assert str(caught.value) == (f"{path}: made under another config: {problem}; run the env again under this "
+                                 "config and export its slice anew")  # fmt: skip
+
+
+def test_what_a_slice_lacks_is_noted(tmp_path, config):
+    from morl.slices import check_slice, read_provenance, unsliced_folders
+
+    folder = a_slice(tmp_path / "slices", config, models=("bc",), front=False)
+    (tmp_path / "slices" / "MO-Hopper-v3" / "amateur-low").mkdir(parents=True)
+    rows = [(e, "amateur", "low") for e in config["envs"]]
+    notes = check_slice(folder, read_provenance(folder / PROVENANCE), config, rows, ["bc", "dt-p", "cql"])
+    assert notes == [
+        f"{folder}: the slice has no behavior front (behavior/front.parquet); its B column is empty",
+        f"{folder}: the slice has no runs of amateur-low/dt-p, amateur-low/cql; their cells are empty",
+    ]
+    assert unsliced_folders(tmp_path / "slices") == [
+        f"{tmp_path / 'slices' / 'MO-Hopper-v3'}: holds no SLICE.json, so it is no slice and is left out"
+    ]
+    a_slice(tmp_path / "whole", config, models=("bc", "dt-p", "cql"))
+    assert check_slice(tmp_path / "whole" / ENV, read_provenance(tmp_path / "whole" / ENV / PROVENANCE), config,
+                       rows, ["bc", "dt-p", "cql"]) == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "runs, config",
+    [("docs/paper-cpu/runs", "configs/paper-cpu.yaml"), ("docs/unseen/runs", "configs/unseen.yaml"),
+     ("docs/unseen/budget-probe/runs", "configs/unseen-budget-probe.yaml"),
+     ("docs/paper-cpu-definitions/runs", "configs/paper-cpu-definitions.yaml")],
+)  # fmt: skip
+def test_every_committed_slice_agrees_with_its_files_and_its_config(runs, config):
+    from morl.config import load_config
+    from morl.slices import check_slice, read_slices
+
+    cfg = load_config(ROOT / config)
+    for folder, info in read_slices(ROOT / runs).items():
+        assert check_slice(folder, info, config=cfg) == []
