@@ -28,6 +28,7 @@ from typing import Any
 
 from morl import __version__
 from morl.aggregate import aggregate
+from morl.convergence import write_convergence
 from morl.data import atomic_write, read_meta
 from morl.dataset_info import dataset_info, format_card
 from morl.errors import InputError
@@ -42,8 +43,18 @@ STAGES = ("behavior", "behavior_front", "collect", "coverage", "front_model", "t
 #: Snakemake keeps in a folder it made.
 SLICE_FILE = re.compile(
     r"SLICE\.json|\.snakemake_timestamp|behavior/front\.parquet|data/[^/]+\.(?:card\.md|front_model\.pt)"
-    r"|[^/]+/[^/]+/seed\d+/(?:eval\.parquet|curve\.csv)"
+    r"|[^/]+/[^/]+/seed\d+/(?:eval\.parquet|curve\.csv|along/step\d+/eval\.parquet)"
 )
+
+
+def run_evaluations(folder: Path) -> list[Path]:
+    """The final evaluation of every run in a slice (not those of its snapshots along training)."""
+    return [p for p in sorted(folder.rglob("eval.parquet")) if "along" not in p.relative_to(folder).parts[:-1]]
+
+
+def along_evaluations(folder: Path) -> list[Path]:
+    """The evaluations of the snapshots a slice's runs kept along training (``<run>/along/step<N>``)."""
+    return sorted(p for p in folder.glob("*/*/seed*/along/step*/eval.parquet"))
 
 
 def _relative(path: Path, results_dir: Path, env: str) -> Path:
@@ -106,20 +117,22 @@ def export_slice(
     front_models: Sequence[str | os.PathLike] = (),
     bench_dir: str | os.PathLike | None = None,
     config_file: str | os.PathLike | None = None,
+    along: Sequence[str | os.PathLike] = (),
 ) -> Path:
     """Copy one env's finished results that the tables need into ``out_dir`` (replacing a previous
-    export of that env) and write its ``SLICE.json``; return ``out_dir``."""
+    export of that env) and write its ``SLICE.json``; return ``out_dir``. ``along``: the evaluations
+    of the snapshots the runs kept along training (``evaluate.at_steps``)."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     own = (results_dir / env).resolve()
     if out_dir.resolve() in (results_dir.resolve(), own) or own in out_dir.resolve().parents:
         raise InputError(f"{out_dir}: a slice must not be written into the results it is exported from")
-    files = [*evaluations, *curves, front, *front_models]
+    files = [*evaluations, *curves, front, *front_models, *along]
     for path in files:
         if not Path(path).is_file():
             raise InputError(f"{path}: a file of the slice of {env} does not exist; has every run finished?")
     # the behavior policy the data came from, as the datasets record it (and the evaluations repeat)
     behaviors = {(read_meta(d).get("behavior_method"), read_meta(d).get("behavior_sha256")) for d in datasets}
-    evaluated = {read_meta(e).get("behavior_sha256") for e in evaluations}
+    evaluated = {read_meta(e).get("behavior_sha256") for e in [*evaluations, *along]}
     if not evaluated <= {sha for _, sha in behaviors}:
         raise InputError(
             f"the evaluations of {env} come from data of another behavior policy than its datasets' "
@@ -211,9 +224,10 @@ def slice_files(slices_dir: str | os.PathLike) -> dict[str, list[str]]:
     slices = sorted(p.parent for p in root.glob(f"*/{PROVENANCE}"))
     if not slices:
         raise InputError(f"{root}: holds no slice (no */{PROVENANCE}); export one with the workflow's slice rule")
-    evaluations = [str(p) for s in slices for p in sorted(s.rglob("eval.parquet"))]
+    evaluations = [str(p) for s in slices for p in run_evaluations(s)]
     return {
         "evaluations": evaluations,
+        "along": [str(p) for s in slices for p in along_evaluations(s)],
         "curves": [str(Path(e).with_name("curve.csv")) for e in evaluations],
         "fronts": [
             str(s / "behavior" / "front.parquet") for s in slices if (s / "behavior" / "front.parquet").is_file()
@@ -327,12 +341,12 @@ def check_slice(
     if folder.name != env:
         raise InputError(f"{description}: describes a slice of {env}, but the folder is {folder.name}'s")
     recorded = {b["sha256"] for b in info["behavior"]}
-    evaluations = sorted(folder.rglob("eval.parquet"))
+    evaluations = run_evaluations(folder)
     if info["runs"] != len(evaluations):
         raise InputError(f"{description}: says the slice holds {info['runs']} runs, but it holds "
                          f"{len(evaluations)} evaluations")  # fmt: skip
     front = folder / "behavior" / "front.parquet"
-    files = [*evaluations, *([front] if front.is_file() else [])]
+    files = [*evaluations, *along_evaluations(folder), *([front] if front.is_file() else [])]
     for path in files:
         meta = read_meta(path)
         sha = meta.get("behavior_sha256") if meta.get("kind") != "behavior" else meta.get("checkpoint_sha256")
@@ -413,6 +427,10 @@ def merge_slices(
         plots=plots,
         data_cards=found["data_cards"],
     )
+    if found["along"]:  # HV along training: the snapshots' evaluations and their runs' final ones
+        runs = {str(Path(a).parents[2]) for a in found["along"]}
+        finals = [e for e in found["evaluations"] if str(Path(e).parent) in runs]
+        out.update(write_convergence([*found["along"], *finals], found["data_cards"], out_dir, plots=plots))
     out["slices"] = Path(out_dir) / "slices.md"
     text = provenance_table(slices_dir)
     atomic_write(out["slices"], lambda t: Path(t).write_text(text))

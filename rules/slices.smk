@@ -12,6 +12,8 @@ rule slice:
         front=BEHAVIOR_FRONT,
         datasets=lambda wc: [dataset_file(wc.env, q, h) for q in config["qualities"] for h in config["entropies"]],
         front_models=lambda wc: of_env(all_front_models(), wc.env),
+        # evaluate.at_steps: the evaluations of the snapshots kept along training
+        along=lambda wc: [e for e in of_env(all_along_evaluations(), wc.env) if "/along/" in e],
     output:
         # update(): Snakemake deletes a job's folder before the job runs, and again when the job
         # fails; flagged so, it leaves the folder to the script, which replaces it only when it is

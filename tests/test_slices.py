@@ -1,4 +1,4 @@
-"""Slices of a grid: stale ones refused, and the committed paper-cpu tables rebuilt from the committed slices."""
+"""Slices of a grid: stale ones refused, and the committed paper-cpu-small tables rebuilt from the committed slices."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from morl.errors import InputError
 from morl.slices import PROVENANCE, check_behaviors, merge_slices, slice_files
 
 ROOT = Path(__file__).resolve().parent.parent
-PAPER_CPU = ROOT / "docs" / "paper-cpu"
+PAPER_CPU = ROOT / "docs" / "paper-cpu-small"
 UNSEEN = ROOT / "docs" / "unseen"
 
 
@@ -62,11 +62,11 @@ def test_no_slice_is_an_error_not_empty_tables(tmp_path):
         slice_files(tmp_path / "absent")
 
 
-@pytest.mark.skipif(not (PAPER_CPU / "runs").is_dir(), reason="no slice of configs/paper-cpu.yaml is committed yet")
+@pytest.mark.skipif(not (PAPER_CPU / "runs").is_dir(), reason="no slice of configs/paper-cpu-small.yaml is committed yet")
 def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_path):
-    """docs/paper-cpu holds the tables and plots `morl merge-slices` makes from docs/paper-cpu/runs."""
+    """docs/paper-cpu-small holds the tables and plots `morl merge-slices` makes from its runs/."""
     out = tmp_path / "merged"
-    argv = ["merge-slices", "--config", str(ROOT / "configs/paper-cpu.yaml"), "--slices", str(PAPER_CPU / "runs")]
+    argv = ["merge-slices", "--config", str(ROOT / "configs/paper-cpu-small.yaml"), "--slices", str(PAPER_CPU / "runs")]
     assert main([*argv, "--out-dir", str(out)]) == 0
     made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
     assert made and all((PAPER_CPU / f).is_file() for f in made)
@@ -294,6 +294,7 @@ RUN = os.path.join(R, "{env}/expert-high/bc/seed0")
 def all_evaluations(): return [os.path.join(RUN, "eval.parquet")]
 def all_curves(): return [os.path.join(RUN, "curve.csv")]
 def all_front_models(): return []
+def all_along_evaluations(): return []
 def dataset_file(env, q, h): return os.path.join(R, env, "data", f"{{q}}-{{h}}.parquet")
 def of_env(paths, env): return [p for p in paths if p.startswith(os.path.join(R, env, ""))]
 include: "{rules}"
@@ -451,7 +452,7 @@ def test_what_a_slice_lacks_is_noted(tmp_path, config):
 
 @pytest.mark.parametrize(
     "runs, config",
-    [("docs/paper-cpu/runs", "configs/paper-cpu.yaml"), ("docs/unseen/runs", "configs/unseen.yaml"),
+    [("docs/paper-cpu-small/runs", "configs/paper-cpu-small.yaml"), ("docs/unseen/runs", "configs/unseen.yaml"),
      ("docs/unseen/budget-probe/runs", "configs/unseen-budget-probe.yaml"),
      ("docs/paper-cpu-definitions/runs", "configs/paper-cpu-definitions.yaml")],
 )  # fmt: skip

@@ -52,17 +52,24 @@ def test_paper_grid_dry_run(tmp_path):
     assert elapsed < 60, f"dry run of the paper grid took {elapsed:.0f} s"
 
 
-def test_paper_cpu_grid_dry_run(tmp_path):
-    """configs/paper-cpu.yaml: the High-H grid from the shipped behavior policies (no behavior jobs), expert
-    and amateur data per env, ten models, three seeds; listed in seconds."""
-    counts, elapsed = grid_dry_run("paper-cpu.yaml", tmp_path)
-    config = yaml.safe_load((ROOT / "configs/paper-cpu.yaml").read_text())
+@pytest.mark.parametrize("name, along", [("paper-cpu.yaml", 936), ("paper-cpu-small.yaml", 0)])
+def test_paper_cpu_grid_dry_run(tmp_path, name, along):
+    """configs/paper-cpu.yaml (PEDA's budgets, with HV along training) and paper-cpu-small.yaml: the
+    High-H grid from the shipped behavior policies (no behavior jobs), expert and amateur data per
+    env, ten models, three seeds; listed in seconds."""
+    counts, elapsed = grid_dry_run(name, tmp_path)
+    config = yaml.safe_load((ROOT / "configs" / name).read_text())
     n_envs = len(config["envs"])
     assert n_envs == 6
     assert "behavior" not in counts and counts["behavior_front"] == n_envs
     assert counts["collect"] == 2 * n_envs
     assert counts["train"] == counts["evaluate"] == 2 * n_envs * 10 * 3 == 360
-    assert counts["aggregate"] == 1
+    # per env and dataset: four MLP models x 3 seeds x 4 snapshots (2k, 5k, 10k, 50k of 200k), MODT's
+    # two x 3 x 3 (of 20k), the value-based four x 3 x 1 (of 3k)
+    assert (
+        counts.get("evaluate_along", 0) == along == (2 * n_envs * (4 * 3 * 4 + 2 * 3 * 3 + 4 * 3 * 1) if along else 0)
+    )
+    assert counts["aggregate"] == 1 and counts.get("convergence", 0) == (1 if along else 0)
     assert elapsed < 30, f"dry run of the paper-cpu grid took {elapsed:.0f} s"
 
 
@@ -325,6 +332,28 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     generalisation = pl.read_csv(R / "tables/generalisation.csv")
     assert set(generalisation["model"].to_list()) <= {"bc-p", "td3bc-p"} and (generalisation["n_paired"] == 1).all()
     assert (R / "tables/generalisation_iqm.md").exists()
+
+    # HV along training: the same grid with evaluate.at_steps for two models. Their runs train again
+    # (they now keep snapshots), each snapshot is evaluated, and convergence.csv has a row per run and
+    # step; the slices carry the snapshots' evaluations, and merge-slices rebuilds the same file.
+    along = dict(config, models=["rvs-p", "cql-p"], evaluate=dict(config["evaluate"], at_steps=[10, 20]))
+    along_config = tmp_path / "along.yaml"
+    along_config.write_text(yaml.safe_dump(along))
+    res = snakemake("all", "slices", "--cores", "2", "--configfile", str(along_config), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    counts = job_counts(res.stdout + res.stderr)
+    assert counts["train"] == 4 and counts["evaluate_along"] == 8 and counts["convergence"] == 1, counts
+    convergence = pl.read_csv(R / "tables/convergence.csv")
+    steps = {m: sorted(set(convergence.filter(pl.col("model") == m)["step"])) for m in along["models"]}
+    assert steps == {"rvs-p": [10, 20, 30], "cql-p": [10, 20, 30]}, steps
+    assert convergence.height == 2 * 2 * 3 and convergence["full_length"].is_between(0, 1).all()
+    for env in config["envs"]:
+        assert len(list((slices / env).glob("*/*/seed*/along/step*/eval.parquet"))) == 4
+    merged = tmp_path / "merged-along"
+    assert morl_main(["merge-slices", "--config", str(along_config), "--slices", str(slices),
+                      "--out-dir", str(merged)]) == 0  # fmt: skip
+    assert (merged / "convergence.csv").read_bytes() == (R / "tables/convergence.csv").read_bytes()
+    assert len(list((merged / "plots/convergence").glob("*.png"))) == n_datasets
 
 
 def test_imported_dataset_replaces_collection(tmp_path):

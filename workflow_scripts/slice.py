@@ -20,6 +20,7 @@ def main(sm) -> None:
             front_models=sm.input.front_models,
             bench_dir=sm.params.bench,
             config_file=sm.params.configfile,
+            along=sm.input.along,
         )
 
 
