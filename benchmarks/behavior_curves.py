@@ -36,6 +36,8 @@ def main() -> None:
             print(f"{path}: not a PGMORL population; skipped")
             continue
         runs.append((st["env_id"], st["history"]))
+    if not runs:
+        raise SystemExit("behavior_curves: none of the files is a PGMORL population; nothing to draw")
     cols = min(3, len(runs))
     rows = math.ceil(len(runs) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)

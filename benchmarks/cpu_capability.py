@@ -9,7 +9,7 @@ training loss. Every run works in the same folder, emptied first (datasets and c
 the paths of their inputs). Equal hashes within a setting show a run repeats on
 one machine; unequal hashes across settings show what moving to another CPU family does.
 
-    python benchmarks/cpu_capability.py [--steps 300] [--behavior-steps 3000]
+    python benchmarks/cpu_capability.py [--steps 300] [--behavior-steps 3000] [--runs 2]
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=300, help="MODT(P) training steps")
     p.add_argument("--behavior-steps", type=int, default=3000, help="behavior policy environment steps")
+    p.add_argument("--runs", type=int, default=2, help="runs per setting")
     p.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "morl-cpu-capability")
     args = p.parse_args(argv)
     print(
@@ -83,7 +84,7 @@ def main(argv=None) -> int:
     )
     print("|---|---:|---|---|---|---|---|")
     for name, extra in SETTINGS.items():
-        for i in (1, 2):
+        for i in range(1, args.runs + 1):
             r = run(extra, args.steps, args.behavior_steps, args.workdir)
             print(f"| {name} | {i} | {r['capability']} | {r['behavior_sha256'][:12]} | {r['data_sha256'][:12]} | "
                   f"{r['model_sha256'][:12]} | `{r['last_curve_row']}` |", flush=True)  # fmt: skip

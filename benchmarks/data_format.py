@@ -49,7 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from morl.data import META_KEY, Dataset, to_table  # noqa: E402
+from morl.envs import get_spec, rest_observation  # noqa: E402
 
+ENV = "MO-HalfCheetah-v2"
 OBS, ACT, N_OBJ, LENGTH = 17, 6, 2, 500
 CHUNK = 1000  # trajectories generated and written at a time
 
@@ -58,6 +60,8 @@ def _chunk(rng: np.random.Generator, n_traj: int) -> Dataset:
     n = n_traj * LENGTH
     prefs = rng.dirichlet(np.ones(N_OBJ), size=n_traj)
     obs = rng.normal(size=(n, OBS)).astype(np.float32)
+    # Each trajectory starts at the task's rest observation (within its reset noise), as the loader checks.
+    obs[::LENGTH] = rest_observation(get_spec(ENV)) + rng.uniform(-0.005, 0.005, size=(n_traj, OBS))
     nxt = np.empty_like(obs)
     nxt[:-1] = obs[1:]
     nxt[LENGTH - 1 :: LENGTH] = rng.normal(size=(n_traj, OBS)).astype(np.float32)
@@ -71,7 +75,7 @@ def _chunk(rng: np.random.Generator, n_traj: int) -> Dataset:
 def write_synthetic(path: Path, n_traj: int, seed: int = 0, pickle_path: Path | None = None) -> None:
     """Write ``n_traj`` synthetic trajectories to ``path`` (and, optionally, the D4MORL pickle)."""
     rng = np.random.default_rng(seed)
-    meta = {"format_version": 1, "env_id": "MO-HalfCheetah-v2", "quality": "expert", "entropy": "high",
+    meta = {"format_version": 1, "env_id": ENV, "quality": "expert", "entropy": "high",
             "seed": seed, "max_episode_steps": LENGTH, "synthetic": True, "n_obj": N_OBJ, "obs_dim": OBS,
             "act_dim": ACT, "n_trajectories": n_traj, "n_steps": n_traj * LENGTH}  # fmt: skip
     trajectories = [] if pickle_path is not None else None
@@ -157,8 +161,10 @@ print(json.dumps({"seconds": elapsed, "peak_bytes": peak - base, "final_bytes": 
 
 
 def measure(kind: str, path: Path, root: Path = ROOT) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path), str(root)], check=True,
-                         capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", _CHILD, kind, str(path), str(root)], capture_output=True,
+                         text=True)  # fmt: skip
+    if out.returncode != 0:
+        raise SystemExit(f"loading {path} ({kind}, code at {root}) failed:\n{out.stderr.strip()}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -128,6 +128,12 @@ def main(argv=None) -> int:
     p.add_argument("assets", help="folder with the original model files (see above)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    missing = sorted(
+        {spec.xml for spec in ENV_SPECS.values() if not os.path.isfile(os.path.join(args.assets, spec.xml))}
+    )
+    if missing:
+        sys.exit(f"original_models: the original model files {', '.join(missing)} are missing from {args.assets}: "
+                 "point the script at PEDA's data_generation/environments/assets (see --help)")  # fmt: skip
     print(f"mujoco {mujoco.__version__}; open-loop uniform actions, seed {args.seed}, 500 steps, no reset noise\n")
     rows = []
     for env_id, spec in ENV_SPECS.items():

@@ -13,12 +13,16 @@ each one's peak resident memory (the figure SLURM's ``--mem`` must cover) and wa
    everything else is ``configs/paper.yaml``'s.
 3. ``morl evaluate`` of each trained model on the protocol grid (501 points for 2 objectives).
 
+``--config`` scales another config instead of ``configs/paper.yaml`` (with ``configs/smoke.yaml``
+and a few trajectories, a run of seconds that checks the script, not the paper's memory).
+
 ``--code DIR`` runs the same commands with the code of another checkout (e.g. a ``git worktree``
 of an older commit) beside this one, for a side-by-side comparison on the same files. Files are
 kept in ``--workdir``, and a rerun reuses the collected dataset.
 
     python benchmarks/paper_scale_memory.py --env MO-HalfCheetah-v2 --workdir /tmp/scale \\
         [--trajectories 50000] [--models dt-p,rvs-p,cql-p] [--steps 200] [--code OLD_CHECKOUT [--only-other]]
+        [--config configs/paper.yaml]
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import yaml
 from morl.config import load_config, reference_cell
 
 ROOT = Path(__file__).resolve().parent.parent
+TIME = "/usr/bin/time"  # GNU time: -v reports the peak resident set
 
 
 def measured(cmd: list[str], code: Path, log: Path) -> tuple[float, float]:
@@ -46,7 +51,7 @@ def measured(cmd: list[str], code: Path, log: Path) -> tuple[float, float]:
     start = time.perf_counter()
     with open(log, "w") as err:
         # run from the checkout itself: python puts the working folder first on sys.path
-        done = subprocess.run(["/usr/bin/time", "-v", *cmd], env=env, cwd=code, stdout=err, stderr=subprocess.STDOUT)
+        done = subprocess.run([TIME, "-v", *cmd], env=env, cwd=code, stdout=err, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     text = log.read_text()
     if done.returncode != 0:
@@ -55,9 +60,9 @@ def measured(cmd: list[str], code: Path, log: Path) -> tuple[float, float]:
     return kib / 2**20, wall
 
 
-def scaled_config(work: Path, steps: int) -> Path:
-    """configs/paper.yaml with every family's training cut to ``steps`` updates."""
-    cfg = yaml.safe_load((ROOT / "configs" / "paper.yaml").read_text())
+def scaled_config(work: Path, steps: int, base: Path = ROOT / "configs" / "paper.yaml") -> Path:
+    """``base`` (configs/paper.yaml) with every family's training cut to ``steps`` updates."""
+    cfg = yaml.safe_load(base.read_text())
     cfg["results_dir"] = str(work / "results")
     train = cfg["train"]
     train.pop("overrides", None)
@@ -83,10 +88,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--code", type=Path, action="append", default=[], help="another checkout to compare")
     ap.add_argument("--only-other", action="store_true", help="train and evaluate with the --code checkouts only")
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "paper.yaml", help="the config to scale")
     args = ap.parse_args()
+    if not os.access(TIME, os.X_OK):
+        sys.exit(f"paper_scale_memory: needs GNU time at {TIME} to measure peak memory (apt-get install time)")
     work = args.workdir.resolve()
     work.mkdir(parents=True, exist_ok=True)
-    config = scaled_config(work, args.steps)
+    config = scaled_config(work, args.steps, args.config.resolve())
     cfg = load_config(config)
     morl = [sys.executable, "-m", "morl.cli"]
     expert, other = work / "expert-high.parquet", work / "training.parquet"

@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
-import gymnasium as gym
-import mo_gymnasium  # noqa: F401 - registers the mo-* ids
 import mujoco
 import numpy as np
 import torch
-from morl_baselines.multi_policy.pgmorl.pgmorl import PGMORL
 from mujoco import rollout as mj_rollout
+
+try:
+    import gymnasium as gym
+    import mo_gymnasium  # noqa: F401 - registers the mo-* ids
+    from morl_baselines.multi_policy.pgmorl.pgmorl import PGMORL
+except ImportError as e:  # the peer's own environment is missing: say so on the last line of stderr
+    sys.exit(f"peer_pgmorl: {e.name} is not installed in {sys.executable}; run this script with the python of a "
+             "virtual environment that has morl-baselines (pip install morl-baselines)")  # fmt: skip
 
 
 def floor(env_id: str, batch: int, steps: int) -> float:

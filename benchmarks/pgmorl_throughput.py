@@ -157,7 +157,8 @@ def main() -> None:
                                   "--iters", str(args.iters), "--floor-steps", str(args.floor_steps)],
                                  capture_output=True, text=True)  # fmt: skip
             if res.returncode != 0:
-                print(f"| morl-baselines {PEER_IDS[env_id]} | failed: {res.stderr.strip().splitlines()[-1]} |")
+                why = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+                print(f"| morl-baselines {PEER_IDS[env_id]} | failed: {why} |")
                 continue
             q = json.loads(res.stdout.strip().splitlines()[-1])
             print(f"| morl-baselines PGMORL, {q['env']} | 6 x 4 | {q['env_steps']:,} | {q['seconds']:.1f} | "

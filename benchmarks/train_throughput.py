@@ -7,7 +7,7 @@ value-based model, runs its family's trainer for ``--value-steps`` updates at it
 (actor and critic updates, target networks; no checkpoints) and reports updates/s as the trainer
 measures them.
 
-    python benchmarks/train_throughput.py [--threads 2] [--mlp-steps 200] [--dt-steps 6] [--value-steps 40]
+    python benchmarks/train_throughput.py [--threads 2] [--mlp-steps 200] [--dt-steps 6] [--value-steps 40] [--warmup 2]
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--mlp-steps", type=int, default=200)
     p.add_argument("--dt-steps", type=int, default=6)
     p.add_argument("--value-steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=2, help="untimed optimiser steps of each PEDA model first")
     p.add_argument("--env", default="MO-HalfCheetah-v2")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
     for name in MODEL_NAMES:
         hp = train_settings(config, args.env, name)
         data = prepare_tensors(ds, hp["return_scale"], rtg_definition=hp["returns_to_go"])
-        r = time_model(name, data, ds, hp, args.dt_steps if is_transformer(name) else args.mlp_steps)
+        r = time_model(name, data, ds, hp, args.dt_steps if is_transformer(name) else args.mlp_steps, args.warmup)
         print(f"| {name} | {r['step_ms']:.1f} | {r['samples_per_s']:.0f} | {r['sampling_ms']:.2f} "
               f"| {100 * r['sampling_share']:.1f}% |", flush=True)  # fmt: skip
     print("\n| model | updates/s | samples/s | batch |")

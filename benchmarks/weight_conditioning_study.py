@@ -105,6 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=Path, help="the run's slices (or results) folder, for the training losses")
     p.add_argument("--env", help="only this env's rows")
     p.add_argument("--quality", help="only the rows of data of this quality (expert or amateur)")
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates of every interval")
     args = p.parse_args(argv)
 
     def selected(frame: pl.DataFrame) -> pl.DataFrame:
@@ -123,7 +124,8 @@ def main(argv=None) -> int:
     n_rows = {k: variants.filter(pl.col("coverage").is_in(v)).select("env", "quality", "coverage").unique().height
               for k, v in KINDS.items()}  # fmt: skip
 
-    complete_or_variant = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("complete", "variant")}
+    complete_or_variant = {k: {c: iqm_intervals(score_arrays(variants, c, v), reps=args.reps)
+                               for c in ("complete", "variant")}
                            for k, v in KINDS.items()}  # fmt: skip
     print_table(
         "HV / B at the held-out preferences: IQM over rows and seeds [95% interval]",
@@ -136,7 +138,7 @@ def main(argv=None) -> int:
 
     def improvement(model: str, column: str, kinds: tuple[str, ...]) -> str:
         pair = {m: a for m, a in score_arrays(variants, column, kinds).items() if m in (model, REFERENCE)}
-        return fmt(probability_of_improvement(pair)[(model, REFERENCE)])
+        return fmt(probability_of_improvement(pair, reps=args.reps)[(model, REFERENCE)])
 
     print_table(
         f"P(run of the model > run of {names[REFERENCE]}) at the held-out preferences [95% interval]",
@@ -147,7 +149,8 @@ def main(argv=None) -> int:
         ],
     )
 
-    relative = {k: {c: iqm_intervals(score_arrays(variants, c, v)) for c in ("eum_rel", "rd_held_out_rel")}
+    relative = {k: {c: iqm_intervals(score_arrays(variants, c, v), reps=args.reps)
+                    for c in ("eum_rel", "rd_held_out_rel")}
                 for k, v in KINDS.items()}  # fmt: skip
     print_table(
         f"EUM and MODULI's RD on the variant rows, each divided by {names[REFERENCE]}'s mean on the row: "
@@ -161,7 +164,7 @@ def main(argv=None) -> int:
     if args.runs is not None:
         losses = relative_to_reference(selected(final_losses(args.runs)), "loss")
         kinds = {"complete": ("complete",), **KINDS}
-        loss = {k: iqm_intervals(score_arrays(losses, "loss_rel", v)) for k, v in kinds.items()}
+        loss = {k: iqm_intervals(score_arrays(losses, "loss_rel", v), reps=args.reps) for k, v in kinds.items()}
         print_table(
             f"Training loss at the end (mean of the last five logged values), divided by {names[REFERENCE]}'s "
             "mean on the row: IQM [95% interval] (lower fits the data's actions better)",
