@@ -307,3 +307,14 @@ def test_bad_coverage_bands_are_refused_before_any_job(config, section, match):
     config["coverage"] = section
     with pytest.raises(ConfigError, match=match):
         validate_config(config)
+
+
+def test_checkpoint_every_zero_means_never_in_every_family(config):
+    """0 is documented as "no partial states" by each family's settings; the schema agrees."""
+    for family in ("peda", "cql", "td3bc", "iql"):
+        config["train"].setdefault(family, {})["checkpoint_every"] = 0
+    validated = validate_config(config)
+    assert train_settings(validated, "MO-HalfCheetah-v2", "rvs-p")["checkpoint_every"] == 0
+    config["train"]["peda"]["checkpoint_every"] = -1
+    with pytest.raises(ConfigError, match="checkpoint_every"):
+        validate_config(config)
