@@ -161,7 +161,7 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path)))
     )
     if errors:
-        lines = [_describe(e) for e in errors[:10]]
+        lines = list(dict.fromkeys(_describe(e) for e in errors))[:10]  # one line per problem
         raise ConfigError(f"{source}: invalid config:\n  " + "\n  ".join(lines))
 
     results_dir = Path(config["results_dir"]).resolve()

@@ -318,3 +318,13 @@ def test_checkpoint_every_zero_means_never_in_every_family(config):
     config["train"]["peda"]["checkpoint_every"] = -1
     with pytest.raises(ConfigError, match="checkpoint_every"):
         validate_config(config)
+
+
+def test_a_missing_section_key_is_reported_once(config, tmp_path):
+    """A shipped behavior section without the TD3 keys fails several schema branches the same way;
+    the message says it once."""
+    config["behavior"] = {"shipped": True}
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, source="mine.yaml")
+    lines = str(err.value).splitlines()[1:]
+    assert len(lines) == len(set(lines)) and any("behavior.total_steps" in line for line in lines)
