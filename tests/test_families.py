@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ import yaml
 from test_training import HP, make_dataset
 
 from morl import families
-from morl.cli import build_parser, main
+from morl.cli import build_parser
 from morl.config import ConfigError, load_schema, train_settings, training_definitions, validate_config
 from morl.data import write_dataset
 from morl.families import FAMILIES, colors, display_names, family_of, model_order, wildcard_pattern
@@ -166,40 +167,47 @@ def test_peda_models_give_the_numbers_they_gave_before_the_registry(model, tmp_p
     np.testing.assert_allclose(actions.ravel(), first_actions, atol=2e-3)
 
 
-def readme_family_example() -> tuple[str, str, list[list[str]]]:
-    """The README's example family: the module's code, the registry line and the commands."""
+def readme_family_example() -> tuple[str, str, str, list[list[str]]]:
+    """The README's example family: the module's code, the registry line, the config's keys and the
+    commands."""
     section = (ROOT / "README.md").read_text().split("## Adding an agent family", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(\w*)\n(.*?)```", section, re.S)
-    (_, module), (_, line), (_, commands) = blocks
-    return module, line.strip(), [c.split()[1:] for c in commands.strip().splitlines()]
+    (_, module), (_, line), (_, keys), (_, commands) = blocks
+    return module, line.strip(), keys, [c.split() for c in commands.strip().splitlines()]
 
 
-def test_a_new_family_is_one_module_and_one_registry_line(tmp_path, monkeypatch, tiny_dataset):
-    """The README's example, run as it stands: the module on the path, the line in the registry, and
-    a config that names only that family trains, evaluates and gets its own column and color."""
-    module, line, commands = readme_family_example()
-    (tmp_path / "mylin.py").write_text(module)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    entry = eval(line.rstrip(","), vars(families))  # noqa: S307 (the README's own registry line)
-    monkeypatch.setattr(families, "FAMILIES", (*FAMILIES, entry))
-    load_schema.cache_clear()
-    monkeypatch.chdir(tmp_path)
-    try:
-        smoke = yaml.safe_load((ROOT / "configs" / "smoke.yaml").read_text())
-        config = {**smoke, "models": ["lin-p"], "results_dir": str(tmp_path / "results"),
-                  "train": {"lin": {"steps": 60, "checkpoint_every": 20}}}  # fmt: skip
-        (tmp_path / "lin.yaml").write_text(yaml.safe_dump(config))
-        validate_config(config)  # no peda section: the schema asks only for the families the config runs
-        shutil.copy(tiny_dataset, tmp_path / "data.parquet")
-        for argv in commands:
-            assert main(argv) == 0, argv
-        ckpt = torch.load(tmp_path / "lin.pt", weights_only=True)
-        assert ckpt["family"] == "lin" and ckpt["settings"]["steps"] == 60 and ckpt["steps"] == 60
-        assert model_order()[-1] == "cql" and "lin-p" in model_order()[: model_order().index("dt")]
-        assert colors()["lin-p"] not in {c for m, c in colors().items() if m != "lin-p"}
-        assert "Lin(P)" in (tmp_path / "tables" / "hv.md").read_text()
-    finally:
-        load_schema.cache_clear()
+def test_a_new_family_is_one_module_and_one_registry_line(tmp_path, tiny_dataset):
+    """The README's example, done as it says: the module saved in a checkout's morl/families, the
+    line added to its registry, the config made from config.yaml, and the commands run with that
+    checkout's morl from its root; the family trains, evaluates and gets its own column and color."""
+    module, line, keys, commands = readme_family_example()
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "morl", checkout / "morl", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("schemas", "behaviors"):
+        shutil.copytree(ROOT / folder, checkout / folder)
+    (checkout / "morl" / "families" / "mylin.py").write_text(module)
+    registry = checkout / "morl" / "families" / "__init__.py"
+    head, tail = registry.read_text().split("\nFAMILIES: tuple[Family, ...] = (\n", 1)
+    entries, rest = tail.split("\n)", 1)  # the registry's last line closes the tuple
+    registry.write_text(f"{head}\nFAMILIES: tuple[Family, ...] = (\n{entries}\n    {line}\n){rest}")
+    config = yaml.safe_load((ROOT / "config.yaml").read_text()) | yaml.safe_load(keys)
+    config["train"]["lin"]["steps"] = 60  # the README's 2000, shortened for the test
+    (checkout / "lin.yaml").write_text(yaml.safe_dump(config))
+    shutil.copy(tiny_dataset, checkout / "data.parquet")
+    env = dict(os.environ, PYTHONPATH=str(checkout))  # the checkout's morl, as its `morl` command has it
+    for argv in commands:
+        assert argv[0] == "morl"
+        done = subprocess.run([sys.executable, "-m", "morl.cli", *argv[1:]], cwd=checkout, env=env,
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, (argv, done.stderr[-2000:])
+    ckpt = torch.load(checkout / "lin.pt", weights_only=True)
+    assert ckpt["family"] == "lin" and ckpt["settings"]["steps"] == 60 and ckpt["steps"] == 60
+    assert "Lin(P)" in (checkout / "tables" / "hv.md").read_text()
+    probe = ("from morl.families import model_order; from morl.plots import colors; order = model_order(); "
+             "c = colors(); print(order.index('lin-p') < order.index('dt'), order[-1], "
+             "c['lin-p'] not in {v for k, v in c.items() if k != 'lin-p'})")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], cwd=checkout, env=env, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "cql", "True"], done.stderr[-2000:]
 
 
 def test_a_config_of_an_old_layout_is_refused_once_naming_the_key_to_move(tmp_path):
