@@ -36,7 +36,7 @@ LOOPS = ("rvs-p", "dt-p", "cql-p", "td3bc-p", "iql-p", "rvs-hn", "rvs-pml", "fro
 # Run in a child process with one checkout's `morl` first on sys.path; prints one JSON line.
 CHILD = r"""
 import json, sys, time
-code, loop, steps, data_path = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+code, loop, steps, data_path, front_from = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 sys.path.insert(0, code)
 # an editable install of another checkout would fill in modules this one lacks: only this checkout's
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in str(getattr(f, "__module__", ""))]
@@ -60,8 +60,12 @@ torch.optim.Optimizer.__init__ = _track
 from morl.data import load_dataset
 if loop == "front":
     from morl.front_model import fit_front_model
-    ds = load_dataset(data_path)
-    fit_front_model(ds.traj_preferences, ds.traj_returns, steps=steps, seed=0)
+    if front_from:  # the points a committed front model was fitted on
+        saved = torch.load(front_from, weights_only=True)
+        fit_front_model(saved["points_preference"].numpy(), saved["points_return"].numpy(), steps=steps, seed=0)
+    else:
+        ds = load_dataset(data_path)
+        fit_front_model(ds.traj_preferences, ds.traj_returns, steps=steps, seed=0)
 else:
     from pathlib import Path
     from morl.config import train_settings
@@ -116,6 +120,9 @@ def main(argv=None) -> int:
     p.add_argument("--skip", type=int, default=100, help="warm-up steps before the first window")
     p.add_argument("--code", action="append", type=Path, default=[], help="a checkout to run (default: this one)")
     p.add_argument("--trajectories", type=int, default=200, help="of the synthetic dataset (500 steps each)")
+    p.add_argument("--front-from", type=Path, default=None,
+                   help="fit the front model on the points this front model file was fitted on (e.g. a slice's "
+                        "data/<dataset>.front_model.pt) instead of the synthetic dataset")  # fmt: skip
     args = p.parse_args(argv)
     loops = [x for x in args.loops.split(",") if x]
     unknown = [x for x in loops if x not in LOOPS]
@@ -133,23 +140,24 @@ def main(argv=None) -> int:
         print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread; {args.steps} steps "
               f"per loop, windows of {args.window} steps\n")  # fmt: skip
         print("| loop | checkout | runtime setup | first window (steps/s) | last window (steps/s) | last / first "
-              "| subnormal share of the optimiser state at the end |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|")
+              "| wall (s) | subnormal share of the optimiser state at the end |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
         for loop in loops:
             for code in codes:
                 out = subprocess.run(
-                    [sys.executable, "-c", CHILD, str(code), loop, str(args.steps), str(data)],
+                    [sys.executable, "-c", CHILD, str(code), loop, str(args.steps), str(data),
+                     str(args.front_from.resolve()) if args.front_from else ""],
                     cwd=code, capture_output=True, text=True,
                 )  # fmt: skip
                 if out.returncode != 0:
-                    print(f"| {loop} | {code} | failed: {out.stderr.strip().splitlines()[-1]} | | | | |", flush=True)
+                    print(f"| {loop} | {code} | failed: {out.stderr.strip().splitlines()[-1]} | | | | | |", flush=True)
                     continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 stamps = r["stamps"]
                 first = rate(stamps, args.skip, args.window)
                 last = rate(stamps, len(stamps) - args.window, args.window)
                 print(f"| {loop} | {code.name} | {r['setup']} | {first:.1f} | {last:.1f} | {last / first:.2f} "
-                      f"| {r['subnormal']:.1%} |", flush=True)  # fmt: skip
+                      f"| {stamps[-1] - stamps[0]:.0f} | {r['subnormal']:.1%} |", flush=True)  # fmt: skip
     return 0
 
 

@@ -336,7 +336,13 @@ def test_long_run_speed(tmp_path):
         ["rvs-p", "before", "morl.cpu.configure"],
         ["front", "before", "morl.cpu.configure"],
     ]
-    assert all(r[6].endswith("%") for r in rows), rows  # a loop that fails says so in its row and exits 0
+    assert all(r[7].endswith("%") for r in rows), rows  # a loop that fails says so in its row and exits 0
+    # the front model on the points a committed front model was fitted on
+    front = ROOT / "docs/unseen/runs/MO-Hopper-v2/data/expert-high.front_model.pt"
+    res = run("benchmarks/long_run_speed.py", "--loops", "front", "--steps", "3", "--window", "1", "--skip", "1",
+              "--front-from", str(front))  # fmt: skip
+    rows = table_rows(res.stdout, "| loop | checkout | runtime setup |")
+    assert len(rows) == 1 and rows[0][0] == "front" and rows[0][7].endswith("%"), rows
 
 
 def test_step_floor():
