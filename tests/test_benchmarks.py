@@ -112,7 +112,7 @@ TESTED = {
     "definitions_effect.py", "env_throughput.py", "eval_speed.py", "gpu_check.sh", "original_models.py",
     "paper_scale_memory.py", "peer_pgmorl.py", "pgmorl_throughput.py", "returns_along_preferences.py",
     "train_throughput.py", "warmstart_effect.py", "weight_conditioning_cost.py", "weight_conditioning_study.py",
-    "long_run_speed.py", "step_floor.py", "threads.py",
+    "long_run_speed.py", "step_floor.py", "threads.py", "subnormal_step.py",
 }  # fmt: skip
 
 
@@ -356,3 +356,14 @@ def test_threads():
     res = run("benchmarks/threads.py", "--models", "rvs-p", "--threads", "1", "--steps", "1", "--trajectories", "2")
     rows = table_rows(res.stdout, "| model | condition | 1 thread |")
     assert [r[:2] for r in rows] == [["rvs-p", "idle"], ["rvs-p", "beside a busy job"]]
+
+
+def test_subnormal_step():
+    res = run("benchmarks/subnormal_step.py", "--size", "8", "--steps", "2")
+    rows = table_rows(res.stdout, "| kernel | subnormals | update (ms) |")
+    assert [r[:2] for r in rows] == [
+        ["foreach", "IEEE"],
+        ["foreach", "flushed"],
+        ["fused", "IEEE"],
+        ["fused", "flushed"],
+    ]
