@@ -514,6 +514,39 @@ def _read_curve(path: str | os.PathLike) -> pl.DataFrame:
     return curve
 
 
+def check_curves(curves: Mapping[str, str | os.PathLike]) -> None:
+    """Refuse a training curve given for an evaluation of another run: the model, training seed and
+    dataset SHA-256 the curve names (:func:`morl.trainer.read_curve_run`) against those the
+    evaluation's metadata records, naming both files. A curve that names no run (written before
+    curves named theirs) is taken as given."""
+    from morl.data import read_meta
+    from morl.trainer import read_curve_run
+
+    for evaluation, curve in curves.items():
+        run = read_curve_run(curve)
+        if run is None:
+            continue
+        meta = read_meta(evaluation)
+        recorded = {
+            "model": meta.get("model"),
+            "seed": meta.get("train_seed"),
+            "dataset_sha256": meta.get("dataset_sha256"),
+        }
+        differences = []
+        for key in ("model", "seed"):
+            if run[key] != recorded[key]:
+                differences.append(f"{key} {run[key]} in the curve, {recorded[key]} in the evaluation")
+        if run["dataset_sha256"] != recorded["dataset_sha256"]:
+            differences.append(
+                f"dataset {short_hash(run['dataset_sha256'])} in the curve, "
+                f"{short_hash(recorded['dataset_sha256'])} in the evaluation"
+            )
+        if differences:
+            raise FileMismatchError(
+                curve, evaluation, [*differences, "give the curves in the order of the evaluations"]
+            )
+
+
 def read_data_fronts(cards: Sequence[str | os.PathLike]) -> dict[Dataset, float]:
     """B of each dataset, the HV of its own front, from its card (:func:`morl.dataset_info.read_card`):
     (env, quality, entropy) -> data HV. Two cards of one dataset that disagree are refused, naming
@@ -562,6 +595,7 @@ def aggregate(
             and no HV / B ("—").
     """
     out_dir = Path(out_dir)
+    check_curves(curves or {})
     data_hv = read_data_fronts(data_cards)
     metrics, baselines = collect_metrics(model_evals, behavior_evals, front_models)
     # one row order whatever the order of the files given (a run's own, or merged slices')

@@ -107,15 +107,30 @@ class RandomAgent:
 
 
 def fit_return_regression(traj_preferences: np.ndarray, traj_returns: np.ndarray) -> np.ndarray:
-    """Least-squares fit of each objective's return on the preference (with intercept).
+    """Least-squares fit of each objective's return on the preference (with intercept), in float64.
 
     Returns ``coef`` of shape ``(n_obj, n_obj + 1)``: ``R_i(w) = coef[i, :-1] . w + coef[i, -1]``.
+
+    Preferences lie on the simplex, so the columns of ``[w, 1]`` are collinear: only a slope along
+    the simplex is identifiable, and a plain least-squares fit of ``[w, 1]`` is ill-conditioned (on
+    float32 preferences, which sum to 1 only to ~1e-7, it fits that rounding and returns
+    coefficients of 1e7 and more that cancel). The fit therefore centres the data (as
+    scikit-learn's ``LinearRegression``, which PEDA uses, does), removes the all-ones direction from
+    the centred preferences, and takes the minimum-norm slope: it is orthogonal to ``(1, ..., 1)``,
+    and the intercept is the mean return less the slope at the mean preference. On the simplex the
+    predictions are those of any exact least-squares fit; a direction the data do not vary along (one
+    trajectory, one preference) gets slope 0, so the prediction there is the mean return.
     """
     W = np.asarray(traj_preferences, np.float64)
     R = np.asarray(traj_returns, np.float64)
-    X = np.hstack([W, np.ones((len(W), 1))])
-    coef, *_ = np.linalg.lstsq(X, R, rcond=None)
-    return coef.T.copy()
+    if W.ndim != 2 or R.ndim != 2 or len(W) != len(R) or not len(W):
+        raise ValueError(f"preferences {W.shape} and returns {R.shape}: need (n, n_obj) each, n >= 1")
+    w_mean, r_mean = W.mean(axis=0), R.mean(axis=0)
+    centred = W - w_mean
+    centred -= centred.mean(axis=1, keepdims=True)  # the component along (1, ..., 1) is rounding only
+    slope, *_ = np.linalg.lstsq(centred, R - r_mean, rcond=None)  # (n_obj, n_obj): column i is R_i's
+    intercept = r_mean - w_mean @ slope
+    return np.hstack([slope.T, intercept[:, None]])
 
 
 def initial_targets(coef: np.ndarray, preferences: np.ndarray) -> np.ndarray:
@@ -474,7 +489,8 @@ def evaluate_behavior(
 
 
 def read_evaluation(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Metadata and per-point arrays of an evaluation file."""
+    """Metadata and per-point arrays of an evaluation file. NaN or an infinite value in its
+    ``preference``, ``target_return`` or ``return`` column is refused with one line naming the file."""
     meta = read_meta(path)
     table = pq.read_table(path)
     n_obj = table.schema.field("return").type.list_size
@@ -490,11 +506,12 @@ def read_evaluation(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, 
         )
     if "policy" in table.column_names:
         arrays["policy"] = np.asarray(table.column("policy").to_pylist())
-    bad = np.flatnonzero(~np.all(np.isfinite(arrays["return"]), axis=1))
-    if bad.size:
-        raise DataFileError(
-            path,
-            f"column 'return' holds NaN or infinite values ({bad.size} rows, the first row "
-            f"{int(bad[0])}); the file is damaged",
-        )
+    for name in ("preference", "target_return", "return"):
+        bad = np.flatnonzero(~np.all(np.isfinite(arrays[name]), axis=1))
+        if bad.size:
+            raise DataFileError(
+                path,
+                f"column '{name}' holds NaN or infinite values ({bad.size} rows, the first row "
+                f"{int(bad[0])}); the file is damaged",
+            )
     return meta, arrays

@@ -18,12 +18,15 @@ Rows where we have no evaluations yet are left out of the tally and listed as pe
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from pathlib import Path
 
 import polars as pl
 
 from morl.errors import InputError
+from morl.paper import PUBLISHED_ENTROPY, PUBLISHED_HV, published_fraction
 from morl.tables import Cell, Table, dataset_label, display_name, kendall_tau, sort_datasets, to_markdown
 
 #: MODT(P) and MORvS(P) count as reproduced within this distance of the paper's HV / B.
@@ -39,26 +42,133 @@ PEDA_MODELS = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
 STITCHING_ROWS = (("MO-Ant-v2", "amateur"), ("MO-Swimmer-v2", "amateur"))
 
 _COLUMNS = ("env", "quality", "entropy", "model", "our_fraction", "paper_fraction")
+#: Columns that hold a number, an empty cell meaning "none": fractions and HVs (finite, >= 0).
+_NUMBERS = ("our_fraction", "paper_fraction", "our_hv", "our_b_hv", "paper_hv", "paper_b_hv")
+#: Two fractions count as the same number within this relative distance (a CSV round trip is exact).
+_SAME = 1e-9
+
+
+def _known_env(env: str) -> bool:
+    from morl.envs.tasks import ENV_SPECS, MO_GYMNASIUM_ID
+
+    return env in ENV_SPECS or MO_GYMNASIUM_ID.match(env) is not None
+
+
+def _number(path: Path, line: int, column: str, text: str) -> float | None:
+    """One numeric cell: ``None`` when empty; an error line for text, NaN, infinity or a negative value."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{path}: line {line}: {column} {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise InputError(f"{path}: line {line}: {column} is {text!r}, not a finite number")
+    if value < 0:
+        raise InputError(f"{path}: line {line}: {column} is {text}, below 0 (HVs and HV / B are never negative)")
+    return value
+
+
+def _seed_count(path: Path, line: int, text: str) -> int:
+    text = text.strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"{path}: line {line}: n_seeds {text!r} is not a whole number") from None
+    if value < 0:
+        raise InputError(f"{path}: line {line}: n_seeds is {value}, below 0")
+    return value
+
+
+def _check_row(path: Path, line: int, r: dict) -> None:
+    """What one parsed row must agree with: a known env and model, the paper's own number, its seeds."""
+    from morl.families import model_order
+
+    env, quality, entropy, model = r["env"], r["quality"], r["entropy"], r["model"]
+    if not _known_env(env):
+        raise InputError(f"{path}: line {line}: unknown env {env!r}")
+    if model not in model_order():
+        raise InputError(f"{path}: line {line}: unknown model {model!r}; known models: {', '.join(model_order())}")
+    published = published_fraction(env, quality, entropy, model)
+    paper = r["paper_fraction"]
+    if paper is not None and published is None:
+        raise InputError(
+            f"{path}: line {line}: paper_fraction {paper} for {env} {quality} {entropy} {model}, "
+            "a cell the paper publishes no number for"
+        )
+    if paper is not None and abs(paper - published) > _SAME * published:
+        raise InputError(
+            f"{path}: line {line}: paper_fraction {paper} for {env} {quality} {entropy} {model} is not the "
+            f"paper's ({published})"
+        )
+    ours, hv, b = r["our_fraction"], r.get("our_hv"), r.get("our_b_hv")
+    if ours is not None and hv is not None and b and abs(ours - hv / b) > _SAME * max(ours, 1e-300):
+        raise InputError(f"{path}: line {line}: our_fraction {ours} is not our_hv / our_b_hv ({hv / b})")
+    if ours is not None and r.get("n_seeds") == 0:
+        raise InputError(f"{path}: line {line}: our_fraction {ours} with n_seeds 0 (no run to have it)")
 
 
 def read_comparison(path: str | Path) -> pl.DataFrame:
-    """``paper_comparison.csv`` as a frame; one error line naming the file if it is not one."""
+    """``paper_comparison.csv`` as a frame; one error line naming the file (and the line) if it is
+    not one: a missing column, a ragged row, a number that is not finite or is negative, an unknown
+    env or model, a paper number that is not the paper's, two rows for one cell, or no rows, or none
+    the paper publishes a number for."""
     path = Path(path)
     try:
-        frame = pl.read_csv(path, infer_schema_length=None)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(
             f"{path}: no such file (morl aggregate or morl merge-slices writes paper_comparison.csv)"
         ) from None
-    except (pl.exceptions.PolarsError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a readable CSV file ({type(exc).__name__})") from None
-    missing = [c for c in _COLUMNS if c not in frame.columns]
+    except IsADirectoryError:
+        raise InputError(f"{path}: a folder, not a paper comparison table") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a readable CSV file (not UTF-8 text)") from None
+    try:
+        lines = list(csv.reader(io.StringIO(text, newline="")))
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+    if not lines or not any(c.strip() for c in lines[0]):
+        raise InputError(f"{path}: empty, not a paper comparison table (no header)")
+    header = [c.strip() for c in lines[0]]
+    missing = [c for c in _COLUMNS if c not in header]
     if missing:
         raise InputError(f"{path}: not a paper comparison table (no column {', '.join(missing)})")
-    for c in ("our_fraction", "paper_fraction"):
-        if frame[c].dtype not in (pl.Float64, pl.Float32, pl.Int64, pl.Null):
-            raise InputError(f"{path}: column {c} is not numeric")
-    return frame.with_columns(pl.col("our_fraction", "paper_fraction").cast(pl.Float64))
+    doubled = sorted({c for c in header if header.count(c) > 1})
+    if doubled:
+        raise InputError(f"{path}: column {', '.join(doubled)} appears more than once in the header")
+    records, seen = [], {}
+    for line, cells in enumerate(lines[1:], start=2):
+        if not cells:  # a blank line
+            continue
+        if len(cells) != len(header):
+            raise InputError(f"{path}: line {line} has {len(cells)} fields, the header has {len(header)}")
+        raw = dict(zip(header, cells, strict=True))
+        r: dict = {c: raw[c].strip() for c in ("env", "quality", "entropy", "model")}
+        for c, v in r.items():
+            if not v:
+                raise InputError(f"{path}: line {line}: {c} is empty")
+        for c in _NUMBERS:
+            if c in raw:
+                r[c] = _number(path, line, c, raw[c])
+        if "n_seeds" in raw:
+            r["n_seeds"] = _seed_count(path, line, raw["n_seeds"])
+        _check_row(path, line, r)
+        key = (r["env"], r["quality"], r["entropy"], r["model"])
+        if key in seen:
+            raise InputError(f"{path}: lines {seen[key]} and {line} are both {' '.join(key)}: one row per cell")
+        seen[key] = line
+        records.append({c: r[c] for c in _COLUMNS})
+    if not records:
+        raise InputError(f"{path}: no rows, only a header (morl aggregate writes one row per dataset and model)")
+    if all(r["paper_fraction"] is None for r in records):
+        raise InputError(
+            f"{path}: no published numbers to compare with: the paper publishes HV for {PUBLISHED_ENTROPY}-H "
+            f"datasets of {', '.join(sorted({e for e, _, _ in PUBLISHED_HV}))} only"
+        )
+    schema = {c: pl.String for c in _COLUMNS[:4]} | {"our_fraction": pl.Float64, "paper_fraction": pl.Float64}
+    return pl.DataFrame(records, schema=schema)
 
 
 def _fractions(frame: pl.DataFrame) -> dict[tuple[str, str, str], dict[str, tuple[float | None, float | None]]]:

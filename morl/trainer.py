@@ -298,13 +298,22 @@ def curve_interval(steps: int) -> int:
     return max(1, min(100, steps // 100))
 
 
-def write_curve(path: os.PathLike | str, rows: list[list[float]]) -> None:
-    """Write the training curve CSV (step, loss, lr) atomically."""
+#: The columns a training curve names its run by, repeated on every row (so that any CSV reader
+#: reads the file as before): the model, the training seed and the dataset's SHA-256, as an
+#: evaluation of the run records them (``model``, ``train_seed``, ``dataset_sha256``). A curve
+#: written before these columns existed has step, loss and lr only.
+CURVE_RUN_COLUMNS = ("model", "seed", "dataset_sha256")
+
+
+def write_curve(path: os.PathLike | str, rows: list[list[float]], run: dict | None = None) -> None:
+    """Write the training curve CSV (step, loss, lr; then the run's ``model``, ``seed`` and
+    ``dataset_sha256`` on each row when ``run`` gives them) atomically."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["step", "loss", "lr"])
+    names = [] if run is None else [str(run[k]) for k in CURVE_RUN_COLUMNS]
+    writer.writerow(["step", "loss", "lr", *(CURVE_RUN_COLUMNS if run is not None else ())])
     for step, loss, lr in rows:
-        writer.writerow([int(step), repr(float(loss)), repr(float(lr))])
+        writer.writerow([int(step), repr(float(loss)), repr(float(lr)), *names])
     text = buf.getvalue()
 
     def write(tmp):
@@ -312,6 +321,37 @@ def write_curve(path: os.PathLike | str, rows: list[list[float]]) -> None:
             f.write(text)
 
     atomic_write(path, write)
+
+
+def read_curve_run(path: os.PathLike | str) -> dict | None:
+    """The run a training curve names (``model``, ``seed``, ``dataset_sha256``), or None for a curve
+    that names none (one written before curves named their run, or a curve with no rows). A curve
+    whose rows name different runs, or that names only part of one, is refused with one line."""
+    from morl.errors import InputError
+
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            fields = reader.fieldnames or []
+            present = [c for c in CURVE_RUN_COLUMNS if c in fields]
+            if not present:
+                return None
+            if len(present) != len(CURVE_RUN_COLUMNS):
+                missing = ", ".join(c for c in CURVE_RUN_COLUMNS if c not in fields)
+                raise InputError(f"{path}: a training curve that names its run needs the column(s) {missing} too")
+            runs = {tuple(row.get(c) for c in CURVE_RUN_COLUMNS) for row in reader}
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: not a readable training curve CSV ({exc})") from None
+    if not runs:
+        return None
+    if len(runs) > 1 or None in next(iter(runs)):
+        raise InputError(f"{path}: the rows of this training curve do not all name one run (model, seed, dataset)")
+    model, seed, sha = next(iter(runs))
+    try:
+        seed = int(seed)
+    except ValueError:
+        raise InputError(f"{path}: the training curve's seed {seed!r} is not a whole number") from None
+    return {"model": model, "seed": seed, "dataset_sha256": sha}
 
 
 def save_partial(path: Path, state: dict) -> None:
@@ -433,6 +473,8 @@ def train(
         "morl_version": __version__,
         "keep": sorted(keep),  # a resumed run must have kept the snapshots it is asked for
     }
+    # the run the training curve names, as its evaluations record it
+    curve_run = {"model": model_name, "seed": seed, "dataset_sha256": dataset_sha}
 
     total = settings["steps"]
     every = curve_interval(total)
@@ -506,7 +548,7 @@ def train(
                     },
                 )
                 if curve_path is not None:
-                    write_curve(curve_path, curve)
+                    write_curve(curve_path, curve, curve_run)
         bar.close()
         seconds = time.perf_counter() - t0
 
@@ -548,7 +590,7 @@ def train(
         save_torch(path, {**checkpoint, **snapshot, "steps": at})
     save_torch(checkpoint_path, checkpoint)
     if curve_path is not None:
-        write_curve(curve_path, curve)
+        write_curve(curve_path, curve, curve_run)
     if partial_path.exists():
         partial_path.unlink()
     done_here = step - resumed_from

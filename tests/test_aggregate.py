@@ -734,3 +734,77 @@ def test_trivial_baseline_ratio_says_when_there_is_none():
     table = baseline_table(pl.DataFrame(rows))
     assert "| MO-Hopper-v3 | 3.370 | 0.000 | 0.000 | no ratio (both 0) |" in table
     assert "| MO-HalfCheetah-v2 | 3.865 | 1.249 | 0.880 | 3.09\u00d7 |" in table
+
+
+def curves_naming_their_runs(s, sha="ab" * 32):
+    """Give every synthetic evaluation its dataset hash, and a curve that names its run, as train
+    writes it: model, seed and dataset on every row."""
+    from morl.trainer import write_curve
+
+    for i, e in enumerate(s["evals"]):
+        meta = {"quality": "expert", "entropy": "high", "model": ["dt-p", "dt-p", "bc", "bc"][i], "seed": i % 2}
+        returns = pl.read_parquet(e)["return"].to_list()
+        fake_eval(e, meta["quality"], meta["entropy"], meta["model"], meta["seed"], returns, dataset_sha256=sha)
+        write_curve(s["curves"][str(e)], [[1, 1.0, 1e-3], [2, 0.5, 1e-3]],
+                    {"model": meta["model"], "seed": meta["seed"], "dataset_sha256": sha})  # fmt: skip
+
+
+def test_a_curve_given_for_another_runs_evaluation_is_refused_naming_both(synthetic, capsys):
+    from morl.cli import main
+
+    curves_naming_their_runs(synthetic)
+    ev = [str(e) for e in synthetic["evals"]]
+    cv = [str(synthetic["curves"][e]) for e in ev]
+    out_dir = synthetic["dir"] / "cli"
+    argv = ["aggregate", "--evaluations", *ev, "--fronts", str(synthetic["front"])]
+    assert main([*argv, "--curves", *cv, "--out-dir", str(out_dir)]) == 0
+    capsys.readouterr()
+    # the curves of seeds 0 and 1 of MODT(P) swapped: the plot would label each with the other's seed
+    swapped = [cv[1], cv[0], *cv[2:]]
+    assert main([*argv, "--curves", *swapped, "--out-dir", str(synthetic["dir"] / "swapped")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{cv[1]} and {ev[0]} do not belong together: seed 1 in the curve, 0 in the evaluation" in err
+    assert not (synthetic["dir"] / "swapped").exists()  # refused before any table is written
+    # a curve of another model, and one of another dataset
+    synthetic["curves"][ev[0]] = cv[2]
+    with pytest.raises(FileMismatchError, match=r"curve2\.csv and .*dtp0\.parquet do not belong together: "
+                                                r"model bc in the curve, dt-p in the evaluation"):  # fmt: skip
+        run_aggregate(synthetic, plots=False)
+    from morl.trainer import write_curve
+
+    write_curve(cv[0], [[1, 1.0, 1e-3]], {"model": "dt-p", "seed": 0, "dataset_sha256": "cd" * 32})
+    synthetic["curves"][ev[0]] = cv[0]
+    with pytest.raises(FileMismatchError, match=r"dataset cdcdcdcdcdcd in the curve, abababababab in the evaluation"):
+        run_aggregate(synthetic, plots=False)
+
+
+def test_curves_that_name_no_run_are_still_plotted(synthetic):
+    """A curve written before curves named their run (step, loss, lr only), as docs/*/runs hold."""
+    from morl.trainer import read_curve_run
+
+    assert all(read_curve_run(c) is None for c in synthetic["curves"].values())
+    written = run_aggregate(synthetic, plots=True)
+    assert any(k.startswith("curves:") for k in written)
+
+
+@pytest.mark.parametrize("column, value", [("preference", float("nan")), ("preference", float("inf")),
+                                           ("target_return", float("nan")), ("target_return", -float("inf"))])  # fmt: skip
+def test_a_damaged_preference_or_target_is_named_with_its_file(tmp_path, capsys, column, value):
+    prefs = np.array([[0.0, 1.0], [0.5, 0.5], [1.0, 0.0]])
+    targets = np.zeros_like(prefs)
+    (prefs if column == "preference" else targets)[2, 1] = value
+    res = {"preferences": prefs, "targets": targets, "returns": np.full((3, 2), 1000.0), "lengths": np.full(3, 500.0),
+           "seeds": np.zeros((3, 1), int), "summary": {}}  # fmt: skip
+    bad = tmp_path / "bad.parquet"
+    write_evaluation(bad, res, {"kind": "model", "env_id": ENV, "quality": "expert", "entropy": "high",
+                                "model": "bc", "train_seed": 0})  # fmt: skip
+    with pytest.raises(InputError, match=rf"bad\.parquet: column '{column}' holds NaN or infinite values \(1 rows, "
+                                         r"the first row 2\); the file is damaged"):  # fmt: skip
+        aggregate([bad], [], tmp_path / "tables", plots=False)
+    from morl.cli import main
+
+    assert main(["aggregate", "--evaluations", str(bad), "--out-dir", str(tmp_path / "cli")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{bad}: column '{column}' holds NaN" in err
+    assert not (tmp_path / "tables").exists() and not (tmp_path / "cli").exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 import yaml
 
+import morl.cpu as cpu
 from morl import families
 from morl.cli import main
 from morl.evaluate import read_evaluation
@@ -45,6 +46,9 @@ def test_stages_chain_through_the_cli(tmp_path, config, tiny_policy, monkeypatch
     before = torch.get_num_threads()
     with monkeypatch.context() as m:
         m.setattr(families, "train", lambda *a, **k: seen.append(torch.get_num_threads()) or {})
+        # two idle cores of two (how many are idle on this machine now is not what this tests)
+        m.setattr(cpu, "available_cores", lambda: 2)
+        m.setattr(cpu, "idle_cores", lambda interval=0.25: 2.0)
         assert main(["train", *c, "--dataset", str(data), "--model", "rvs-p", "--output", str(ckpt)]) == 0
         assert (
             main(["train", *c, "--dataset", str(data), "--model", "rvs-p", "--output", str(ckpt), "--threads", "2"])
@@ -266,3 +270,78 @@ def test_no_command_overwrites_its_own_input(tmp_path, config, tiny_policy, tiny
         assert len(err.splitlines()) == 1 and out_flag in err and in_flag in err and "overwrite" in err, err
     assert {p: p.read_bytes() for p in before} == before
     assert not (tmp_path / "m.pt").exists()
+
+
+def _refused(argv: list[str], capsys) -> str:
+    import pytest
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path, config, tiny_dataset,
+                                                                            monkeypatch, capsys):  # fmt: skip
+    """Each output of train (its --curve too), evaluate, collect and behavior, and the tables folder
+    of aggregate, in a folder this process may not write: refused by the argument parser, before the
+    dataset is read. Root may write anywhere, so the permission is taken from a stubbed os.access;
+    a folder that does not exist yet counts by the nearest one that does."""
+    config["train"]["peda"].update(steps=4, checkpoint_every=2)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    asked = []
+
+    def access(path, mode, *args, **kwargs):
+        asked.append(Path(path))
+        return False if Path(path) == locked else real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    why = f"the folder {locked} cannot be written to (no permission, or a read-only file system)"
+    train = ["train", "--config", str(cfg), "--dataset", str(tiny_dataset), "--model", "bc"]
+    cases = [
+        ([*train, "--output", str(locked / "m.pt")], f"argument --output: {locked / 'm.pt'}: {why}"),
+        ([*train, "--output", str(tmp_path / "m.pt"), "--curve", str(locked / "run" / "curve.csv")],
+         f"argument --curve: {locked / 'run' / 'curve.csv'}: {why}"),
+        (["evaluate", "--config", str(cfg), "--checkpoint", str(tmp_path / "m.pt"), "--dataset", str(tiny_dataset),
+          "--output", str(locked / "e.parquet")], f"argument --output: {locked / 'e.parquet'}: {why}"),
+        (["collect", "--config", str(cfg), "--policy", str(tmp_path / "p.pt"), "--quality", "expert", "--entropy",
+          "high", "--output", str(locked / "d.parquet")], f"argument --output: {locked / 'd.parquet'}: {why}"),
+        (["behavior", "--config", str(cfg), "--env", "MO-HalfCheetah-v2", "--output", str(locked / "p.pt")],
+         f"argument --output: {locked / 'p.pt'}: {why}"),
+        (["aggregate", "--out-dir", str(locked)], f"argument --out-dir: {locked}: {why}"),
+        (["aggregate", "--out-dir", str(locked / "tables")], f"argument --out-dir: {locked / 'tables'}: {why}"),
+    ]  # fmt: skip
+    for argv, message in cases:
+        err = _refused(argv, capsys)
+        assert f"morl {argv[0]}: error: {message}" in err, err
+    assert locked in asked
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "locked"] and not any(locked.iterdir())
+    # a writable folder passes the same check (train then runs; nothing is left behind by the check)
+    monkeypatch.setattr(os, "access", real_access)
+    assert main([*train, "--output", str(tmp_path / "out" / "m.pt"), "--curve", str(tmp_path / "out" / "c.csv")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["c.csv", "m.pt"]
+
+
+def test_a_read_only_folder_is_refused_for_a_user_without_root(tmp_path, config, tiny_dataset, capsys):
+    """The same check without a stub: a folder made read-only (root ignores that, so this runs only
+    for a user without root), and a path below a regular file (which holds for root too)."""
+    import pytest
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    train = ["train", "--config", str(cfg), "--dataset", str(tiny_dataset), "--model", "bc"]
+    err = _refused([*train, "--output", str(tmp_path / "m.pt"), "--curve", str(cfg / "curve.csv")], capsys)
+    assert f"argument --curve: {cfg / 'curve.csv'}: {cfg} is a file, so nothing can be written below it" in err
+    if os.geteuid() == 0:
+        pytest.skip("root may write in a read-only folder; the stubbed test above covers the check")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    try:
+        err = _refused([*train, "--output", str(locked / "m.pt")], capsys)
+        assert f"the folder {locked} cannot be written to" in err
+    finally:
+        locked.chmod(0o755)

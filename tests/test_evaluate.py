@@ -377,3 +377,72 @@ def test_an_evaluation_on_a_coverage_variant_tags_the_held_out_preferences(tiny_
     with pytest.raises(InputError, match="not a coverage variant"):
         evaluate_checkpoint(tmp_path / "complete.pt", tiny_dataset, out, 20, progress=False,
                             coverage_source=tiny_dataset)  # fmt: skip
+
+
+# ------------------------------------------------------------------ the target regression
+def plain_lstsq(w: np.ndarray, returns: np.ndarray) -> np.ndarray:
+    """A least-squares fit of ``[w, 1]`` as the regression used to be fitted: no centring."""
+    x = np.hstack([np.asarray(w, np.float64), np.ones((len(w), 1))])
+    coef, *_ = np.linalg.lstsq(x, np.asarray(returns, np.float64), rcond=None)
+    return coef.T
+
+
+def at(coef: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return w @ coef[:, :-1].T + coef[:, -1]
+
+
+def returns_of(w: np.ndarray, seed: int) -> np.ndarray:
+    """Returns of the size the tasks give (thousands), linear in the preference plus noise."""
+    rng = np.random.default_rng(seed)
+    n_obj = w.shape[1]
+    truth = rng.uniform(-1000.0, 3000.0, size=(n_obj, n_obj + 1))
+    return np.asarray(w, np.float64) @ truth[:, :-1].T + truth[:, -1] + rng.normal(0.0, 300.0, size=(len(w), n_obj))
+
+
+@pytest.mark.parametrize("n_obj", [2, 3])
+def test_the_regression_predicts_as_a_plain_fit_where_that_is_well_conditioned(n_obj):
+    """Preferences that sum to 1 exactly (float64): the fit predicts what a plain least-squares fit
+    of [w, 1] does, at every grid point, and its coefficients are of the size of the returns."""
+    w = np.random.default_rng(n_obj).dirichlet(np.ones(n_obj), size=400)
+    w /= w.sum(axis=1, keepdims=True)
+    returns = returns_of(w, n_obj)
+    coef = fit_return_regression(w, returns)
+    assert coef.shape == (n_obj, n_obj + 1) and coef.dtype == np.float64
+    grid = simplex_grid(n_obj, 20)
+    expected = at(plain_lstsq(w, returns), grid)
+    np.testing.assert_allclose(at(coef, grid), expected, rtol=1e-9, atol=1e-9 * np.abs(expected).max())
+    assert np.abs(coef).max() < 10 * np.abs(returns).max()
+    np.testing.assert_allclose(coef[:, :-1].sum(axis=1), 0.0, atol=1e-9 * np.abs(coef).max())
+
+
+@pytest.mark.parametrize("n_obj", [2, 3])
+def test_float32_preferences_do_not_make_the_regression_fit_their_rounding(n_obj):
+    """Float32 preferences sum to 1 only to ~1e-7: a plain fit of [w, 1] takes that rounding for a
+    regressor, with coefficients of 1e6 and more that cancel, and its predictions move. The fit
+    gives the predictions of the exact fit on the same preferences summing to 1 exactly."""
+    w32 = np.random.default_rng(10 + n_obj).dirichlet(np.ones(n_obj), size=500).astype(np.float32)
+    exact = w32.astype(np.float64)
+    exact /= exact.sum(axis=1, keepdims=True)
+    returns = returns_of(exact, 20 + n_obj)
+    grid = simplex_grid(n_obj, 20)
+    truth = at(plain_lstsq(exact, returns), grid)
+    scale = np.abs(truth).max()
+    old = plain_lstsq(w32, returns)
+    assert np.abs(old).max() > 1e6  # the old fit: ill-conditioned
+    assert np.abs(at(old, grid) - truth).max() > 1e-6 * scale  # and its predictions off
+    coef = fit_return_regression(w32, returns)
+    assert np.abs(coef).max() < 10 * np.abs(returns).max()
+    np.testing.assert_allclose(at(coef, grid), truth, rtol=0, atol=1e-8 * scale)
+    # the fit does not depend on the float type the preferences come in
+    np.testing.assert_allclose(at(fit_return_regression(exact, returns), grid), truth, rtol=0, atol=1e-9 * scale)
+
+
+def test_a_direction_the_data_do_not_vary_along_gets_no_slope():
+    """One trajectory, or every trajectory at one preference: the prediction is the mean return."""
+    coef = fit_return_regression(np.array([[0.3, 0.7]], np.float32), np.array([[100.0, 250.0]]))
+    np.testing.assert_allclose(coef, [[0.0, 0.0, 100.0], [0.0, 0.0, 250.0]], atol=1e-9)
+    w = np.tile(np.array([[0.2, 0.3, 0.5]], np.float32), (4, 1))
+    returns = np.array([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [2.0, 2.0, 2.0], [2.0, 2.0, 2.0]])
+    coef = fit_return_regression(w, returns)
+    np.testing.assert_allclose(coef[:, :-1], 0.0, atol=1e-9)
+    np.testing.assert_allclose(at(coef, simplex_grid(3, 4)), 2.0, atol=1e-9)

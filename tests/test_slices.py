@@ -62,7 +62,9 @@ def test_no_slice_is_an_error_not_empty_tables(tmp_path):
         slice_files(tmp_path / "absent")
 
 
-@pytest.mark.skipif(not (PAPER_CPU / "runs").is_dir(), reason="no slice of configs/paper-cpu-small.yaml is committed yet")
+@pytest.mark.skipif(
+    not (PAPER_CPU / "runs").is_dir(), reason="no slice of configs/paper-cpu-small.yaml is committed yet"
+)
 def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_path):
     """docs/paper-cpu-small holds the tables and plots `morl merge-slices` makes from its runs/."""
     out = tmp_path / "merged"

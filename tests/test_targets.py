@@ -7,6 +7,7 @@ import pytest
 
 from morl.cli import main
 from morl.errors import InputError
+from morl.paper import published_fraction
 from morl.targets import read_comparison, row_checks, targets_markdown
 
 PEDA = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
@@ -64,9 +65,14 @@ def test_the_tally_counts_evaluated_rows_and_lists_the_rest():
     assert text.index("| MO-HalfCheetah-v2 | expert") < text.index("| MO-HalfCheetah-v2 | amateur")
 
 
+def published_rows(env: str = "MO-Swimmer-v2", quality: str = "amateur") -> dict:
+    """PEDA's six models on one High-H row: ours a fixed fraction, the paper's its published one."""
+    return {(env, quality): {m: (0.1 * i, published_fraction(env, quality, "high", m))
+                             for i, m in enumerate(PEDA, start=1)}}  # fmt: skip
+
+
 def test_the_command_writes_the_reading_and_refuses_a_file_that_is_not_a_comparison(tmp_path, capsys):
-    good = {m: (0.1 * i, 0.1 * i) for i, m in enumerate(PEDA, start=1)}
-    comparison({("MO-Swimmer-v2", "amateur"): good}).write_csv(tmp_path / "paper_comparison.csv")
+    comparison(published_rows()).write_csv(tmp_path / "paper_comparison.csv")
     assert main(["paper-targets", "--comparison", str(tmp_path / "paper_comparison.csv"),
                  "--output", str(tmp_path / "targets.md")]) == 0  # fmt: skip
     assert (tmp_path / "targets.md").read_text() == capsys.readouterr().out
@@ -75,3 +81,87 @@ def test_the_command_writes_the_reading_and_refuses_a_file_that_is_not_a_compari
         read_comparison(tmp_path / "other.csv")
     assert main(["paper-targets", "--comparison", str(tmp_path / "absent.csv")]) != 0
     assert "absent.csv: no such file" in capsys.readouterr().err
+
+
+HEADER = "env,quality,entropy,model,n_seeds,our_fraction,paper_fraction"
+
+
+def good_lines() -> list[str]:
+    """The lines of a valid comparison: PEDA's six models on Swimmer amateur, three seeds each."""
+    out = []
+    for i, m in enumerate(PEDA, start=1):
+        paper = published_fraction("MO-Swimmer-v2", "amateur", "high", m)
+        out.append(f"MO-Swimmer-v2,amateur,high,{m},3,{0.1 * i},{paper!r}")
+    return out
+
+
+def test_a_valid_comparison_file_reads_back_as_written(tmp_path):
+    path = tmp_path / "paper_comparison.csv"
+    path.write_text("\n".join([HEADER, *good_lines()]) + "\n")
+    frame = read_comparison(path)
+    assert frame["model"].to_list() == list(PEDA)
+    assert frame["our_fraction"].to_list() == pytest.approx([0.1 * i for i in range(1, 7)])
+
+
+def _line(i: int, column: str, value: str) -> str:
+    cells = good_lines()[i].split(",")
+    cells[HEADER.split(",").index(column)] = value
+    return ",".join(cells)
+
+
+@pytest.mark.parametrize(
+    "lines, problem",
+    [
+        ([HEADER], r"no rows, only a header"),
+        ([], r"empty, not a paper comparison table"),
+        ([HEADER, good_lines()[0] + ",7"], r"line 2 has 8 fields, the header has 7"),
+        ([HEADER, *good_lines()[:2], "MO-Swimmer-v2,amateur,high"], r"line 4 has 3 fields, the header has 7"),
+        ([HEADER, *good_lines(), _line(2, "our_fraction", "0.9")],
+         r"lines 4 and 8 are both MO-Swimmer-v2 amateur high bc-p: one row per cell"),
+        ([HEADER, _line(0, "our_fraction", "inf"), *good_lines()[1:]], r"line 2: our_fraction is 'inf', not a finite"),
+        ([HEADER, _line(0, "our_fraction", "-inf"), *good_lines()[1:]], r"line 2: our_fraction is '-inf', not a finite"),
+        ([HEADER, good_lines()[0], _line(1, "our_fraction", "NaN"), *good_lines()[2:]], r"line 3: our_fraction is 'NaN', not a finite"),
+        ([HEADER, _line(0, "our_fraction", "-0.3"), *good_lines()[1:]], r"line 2: our_fraction is -0.3, below 0"),
+        ([HEADER, _line(0, "our_fraction", "high"), *good_lines()[1:]], r"line 2: our_fraction 'high' is not a number"),
+        ([HEADER, _line(0, "n_seeds", "-3"), *good_lines()[1:]], r"line 2: n_seeds is -3, below 0"),
+        ([HEADER, _line(0, "n_seeds", "2.5"), *good_lines()[1:]], r"line 2: n_seeds '2.5' is not a whole number"),
+        ([HEADER, _line(0, "n_seeds", "0"), *good_lines()[1:]], r"line 2: our_fraction 0.1 with n_seeds 0"),
+        ([HEADER, _line(0, "env", "MO-Spider-v1"), *good_lines()[1:]], r"line 2: unknown env 'MO-Spider-v1'"),
+        ([HEADER, _line(0, "model", "gpt"), *good_lines()[1:]], r"line 2: unknown model 'gpt'"),
+        ([HEADER, _line(0, "paper_fraction", "0.5"), *good_lines()[1:]],
+         r"line 2: paper_fraction 0.5 for MO-Swimmer-v2 amateur high dt-p is not the paper's \(0\.79"),
+        ([HEADER, _line(0, "entropy", "low"), *good_lines()[1:]],
+         r"line 2: paper_fraction 0\.79\d* for MO-Swimmer-v2 amateur low dt-p, a cell the paper publishes no number"),
+        ([HEADER, *[line.rsplit(",", 1)[0] + "," for line in good_lines()]],
+         r"no published numbers to compare with: the paper publishes HV for high-H datasets of MO-Ant-v2"),
+    ],
+)  # fmt: skip
+def test_a_bad_comparison_is_refused_with_one_line_naming_the_file(tmp_path, capsys, lines, problem):
+    path = tmp_path / "paper_comparison.csv"
+    path.write_text("".join(line + "\n" for line in lines))
+    with pytest.raises(InputError, match=r"paper_comparison\.csv: " + problem):
+        read_comparison(path)
+    assert main(["paper-targets", "--comparison", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"morl paper-targets: error: {path}: ")
+
+
+def test_a_grid_without_published_rows_is_refused_for_that_and_not_for_its_column_type(tmp_path):
+    """A grid of high-narrow datasets only: every paper_fraction is empty, a column of no type."""
+    lines = [HEADER] + [f"MO-Swimmer-v2,amateur,high-narrow,{m},3,0.5," for m in PEDA]
+    path = tmp_path / "paper_comparison.csv"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match="no published numbers") as caught:
+        read_comparison(path)
+    assert "numeric" not in str(caught.value)
+
+
+def test_a_comparison_whose_fraction_disagrees_with_its_hvs_is_refused(tmp_path):
+    header = HEADER + ",our_hv,our_b_hv"
+    lines = [line + ",0.2,2.0" for line in good_lines()]  # our_hv / our_b_hv = 0.1: only dt-p's is right
+    path = tmp_path / "paper_comparison.csv"
+    path.write_text("\n".join([header, lines[0]]) + "\n")
+    assert read_comparison(path)["our_fraction"].to_list() == pytest.approx([0.1])
+    path.write_text("\n".join([header, *lines[:2]]) + "\n")
+    with pytest.raises(InputError, match=r"line 3: our_fraction 0\.2 is not our_hv / our_b_hv \(0\.1\)"):
+        read_comparison(path)

@@ -244,7 +244,7 @@ def test_checkpoint_contents_and_curve(dataset_path, tmp_path):
 
     with open(curve_path) as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["step", "loss", "lr"]
+    assert list(rows[0])[:3] == ["step", "loss", "lr"]  # then the run it names (below)
     steps = [int(r["step"]) for r in rows]
     lrs = [float(r["lr"]) for r in rows]
     assert steps == list(range(1, 41))  # curve_interval(40) == 1
@@ -403,7 +403,9 @@ def test_missing_action_bounds_and_unknown_env(tmp_path):
 def test_only_modt_clips_its_gradients(name, dataset_path, tmp_path, monkeypatch):
     calls = []
     real = torch.nn.utils.clip_grad_norm_
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda p, norm, **kw: calls.append(norm) or real(p, norm, **kw))
+    monkeypatch.setattr(
+        torch.nn.utils, "clip_grad_norm_", lambda p, norm, **kw: calls.append(norm) or real(p, norm, **kw)
+    )
     train(dataset_path, name, 0, dict(HP, steps=3), tmp_path / "m.pt", device="cpu", progress=False)
     assert calls == ([0.25] * 3 if name.startswith("dt") else [])
 
@@ -560,3 +562,50 @@ def test_bad_snapshot_requests_are_refused_before_training(keep, match, dataset_
     with pytest.raises(InputError, match=match):
         train(dataset_path, "rvs-p", 0, dict(HP, steps=30), tmp_path / "m.pt", device="cpu", progress=False, keep=keep)
     assert not (tmp_path / "m.pt").exists()
+
+
+# ------------------------------------------------------------------------------ the curve's run
+def test_the_training_curve_names_its_run_on_every_row(dataset_path, tmp_path):
+    curve_path = tmp_path / "curve.csv"
+    train(dataset_path, "rvs-p", 3, HP, tmp_path / "m.pt", curve_path, device="cpu", progress=False)
+    sha = hashlib.sha256(dataset_path.read_bytes()).hexdigest()
+    with open(curve_path) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["step", "loss", "lr", "model", "seed", "dataset_sha256"]
+    assert int(rows[-1]["step"]) == HP["steps"] and all(np.isfinite(float(r["loss"])) for r in rows)
+    assert {(r["model"], r["seed"], r["dataset_sha256"]) for r in rows} == {("rvs-p", "3", sha)}
+    assert training.read_curve_run(curve_path) == {"model": "rvs-p", "seed": 3, "dataset_sha256": sha}
+
+
+def test_a_curve_that_names_no_run_reads_as_none_and_a_muddled_one_is_refused(tmp_path):
+    old = tmp_path / "old.csv"
+    training.write_curve(old, [[1, 0.5, 1e-3], [2, 0.25, 1e-3]])
+    assert old.read_text().splitlines()[0] == "step,loss,lr"
+    assert training.read_curve_run(old) is None
+    partial = tmp_path / "partial.csv"
+    partial.write_text("step,loss,lr,model,seed\n1,0.5,0.001,dt-p,0\n")
+    with pytest.raises(InputError, match=r"partial\.csv: a training curve that names its run needs the column"):
+        training.read_curve_run(partial)
+    mixed = tmp_path / "mixed.csv"
+    training.write_curve(mixed, [[1, 0.5, 1e-3]], {"model": "dt-p", "seed": 0, "dataset_sha256": "ab" * 32})
+    lines = mixed.read_text().splitlines()
+    mixed.write_text("\n".join([*lines, lines[-1].replace(",dt-p,0,", ",dt-p,1,")]) + "\n")
+    with pytest.raises(InputError, match=r"mixed\.csv: the rows of this training curve do not all name one run"):
+        training.read_curve_run(mixed)
+    seedless = tmp_path / "seedless.csv"
+    seedless.write_text(lines[0] + "\n" + lines[1].replace(",dt-p,0,", ",dt-p,x,") + "\n")
+    with pytest.raises(InputError, match=r"seedless\.csv: the training curve's seed 'x' is not a whole number"):
+        training.read_curve_run(seedless)
+
+
+def test_every_committed_curve_is_still_read():
+    """The curves committed under docs/*/runs were written before curves named their run."""
+    from pathlib import Path
+
+    import polars as pl
+
+    curves = sorted((Path(__file__).resolve().parents[1] / "docs").glob("*/**/runs/**/curve.csv"))
+    assert curves
+    for path in curves[::25]:
+        assert training.read_curve_run(path) is None
+        assert {"step", "loss"} <= set(pl.read_csv(path).columns)
