@@ -33,6 +33,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/aggregate.smk"
 include: "rules/slices.smk"
+include: "rules/multiverse.smk"
 
 
 # The files the tables are built from are targets too. Snakemake treats a missing input of a job

@@ -263,6 +263,15 @@ def cmd_paper_targets(args) -> int:
     return 0
 
 
+def cmd_multiverse(args) -> int:
+    from morl.config import load_config
+    from morl.multiverse import write_multiverse
+
+    outputs = write_multiverse(load_config(args.config), args.slices, args.out_dir, plots=not args.no_plots)
+    print(Path(outputs["readme"]).read_text(), end="")
+    return 0
+
+
 #: The largest seed accepted (numpy, torch and the environments all take it).
 MAX_SEED = 2**31 - 1
 
@@ -306,23 +315,45 @@ def _seed(text: str) -> int:
     return value
 
 
+def _unwritable(text: str) -> str | None:
+    """Why nothing can be written at ``text`` (a file's or a folder's path), or None: the nearest
+    folder that exists on the way to it must let this process create entries (write and search
+    permission, not on a read-only file system), and no file may stand where a folder is needed.
+    Nothing is created to find out."""
+    path = Path(text)
+    for parent in (path, *path.parents):
+        try:
+            if not parent.exists() or (parent == path and not parent.is_dir()):
+                continue
+        except OSError as exc:  # a folder on the way that cannot be searched
+            return f"{parent} cannot be looked at ({exc.strerror})"
+        if not parent.is_dir():
+            return f"{parent} is a file, so nothing can be written below it"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"the folder {parent} cannot be written to (no permission, or a read-only file system)"
+        return None
+    return None
+
+
 def _output_file(text: str) -> str:
     """An argparse type: a path a file can be written to, checked before any work starts."""
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a directory; give the path of the file to write")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise argparse.ArgumentTypeError(f"{text}: {parent} is a file, so nothing can be written below it")
-            break
+    why = _unwritable(text)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
     return text
 
 
 def _output_dir(text: str) -> str:
+    """An argparse type: a folder the tables can be written into, checked before any work starts."""
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text} is a file; give a folder to write the tables into")
+    why = _unwritable(text)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
     return text
 
 
@@ -541,6 +572,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     sp.add_argument("--tables-only", action="store_true", help="write the tables, not the plots and the HTML page")
 
+    sp = with_config(add("multiverse", cmd_multiverse, "which paper findings hold under which analysis choices"))
+    sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
+    sp.add_argument("--out-dir", required=True, type=_output_dir)
+    sp.add_argument("--no-plots", action="store_true", help="write the tables and the README only")
+
     sp = add("paper-targets", cmd_paper_targets, "read a paper comparison against the PEDA paper's main findings")
     sp.add_argument("--comparison", required=True, help="paper_comparison.csv of morl aggregate or merge-slices")
     sp.add_argument("--output", type=_output_file, default=None, help="also write the Markdown to this file")
@@ -591,9 +627,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand. An expected error (bad input, a bad or mismatched file, an output that
     cannot be written) prints ``morl <command>: error: <message>`` and returns 2; ``--debug`` adds its
     traceback. Any other exception is a bug and propagates with its traceback."""
+    from morl.cpu import configure
     from morl.errors import DEBUG_ENV, expected_errors, report
     from morl.progress import log_to
-    from morl.cpu import configure
 
     args = build_parser().parse_args(argv)
     configure()

@@ -118,6 +118,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"unknown key {keys} (allowed here: {', '.join(allowed)})"
     if error.validator == "enum":
         return f"{where}: {error.instance!r} is not one of {', '.join(map(str, error.validator_value))}"
+    if error.validator == "contains" and "const" in error.validator_value:
+        return f"{where}: {error.instance!r} must include {error.validator_value['const']!r}"
     if error.validator == "type":
         inst, want = error.instance, error.validator_value
         if isinstance(inst, float) and not math.isfinite(inst) and want in ("number", "integer"):
