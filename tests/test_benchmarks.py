@@ -112,7 +112,7 @@ TESTED = {
     "definitions_effect.py", "env_throughput.py", "eval_speed.py", "gpu_check.sh", "original_models.py",
     "paper_scale_memory.py", "peer_pgmorl.py", "pgmorl_throughput.py", "returns_along_preferences.py",
     "train_throughput.py", "warmstart_effect.py", "weight_conditioning_cost.py", "weight_conditioning_study.py",
-    "long_run_speed.py", "step_floor.py", "threads.py", "subnormal_step.py",
+    "long_run_speed.py", "step_floor.py", "threads.py", "subnormal_step.py", "fall_probe.py",
 }  # fmt: skip
 
 
@@ -367,3 +367,28 @@ def test_subnormal_step():
         ["fused", "IEEE"],
         ["fused", "flushed"],
     ]
+
+
+def test_fall_probe(tmp_path, policy, dataset):
+    # Every subcommand on the tiny HalfCheetah policy and data: a replay that must be exact, two
+    # short checkpoints, their rollouts, and the probes that read them.
+    fp = "benchmarks/fall_probe.py"
+    res = run(fp, "replay", "--dataset", str(dataset), "--trajectories", "3")
+    assert "bit-identical trajectories 3/3" in res.stdout, res.stdout[-2000:]
+    ckpt = {}
+    for model in ("rvs-p", "dt-p"):
+        ckpt[model] = tmp_path / f"{model}.pt"
+        run(fp, "train", "--dataset", str(dataset), "--model", model, "--steps", "20", "--warmup", "5",
+            "--statistics-from", "dataset", "--out", str(ckpt[model]))  # fmt: skip
+    saved = tmp_path / "falls.npz"
+    run(fp, "falls", "--dataset", str(dataset), "--checkpoint", str(ckpt["rvs-p"]), "--nn-ref", "500", "--save",
+        str(saved))  # fmt: skip
+    run(fp, "falls", "--dataset", str(dataset), "--checkpoint", str(ckpt["rvs-p"]), "--points", "data", "--n-data",
+        "6", "--targets", "own", "--conditioning", "unweighted", "--nn-ref", "500")  # fmt: skip
+    run(fp, "falls", "--dataset", str(dataset), "--checkpoint", str(ckpt["dt-p"]), "--points", "data", "--n-data",
+        "6", "--conditioning", "window", "--nn-ref", "500")  # fmt: skip
+    run(fp, "takeover", "--rollouts", str(saved), "--behavior", str(policy), "--back", "1", "5")
+    run(fp, "handoff", "--dataset", str(dataset), "--checkpoint", str(ckpt["rvs-p"]), "--behavior", str(policy),
+        "--n-data", "6", "--first", "0", "3")  # fmt: skip
+    res = run(fp, "fit", "--dataset", str(dataset), "--checkpoint", str(ckpt["dt-p"]), "--samples", "500")
+    assert "MODT at step c" in res.stdout, res.stdout[-2000:]
