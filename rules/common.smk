@@ -1,5 +1,6 @@
 # Paths, wildcard constraints, target lists and the outputs of the table rules. No science here.
 import os
+from pathlib import Path
 
 from morl.config import (
     behavior_settings,
@@ -242,3 +243,19 @@ def table_outputs(tables_dir, with_report):
             sub = "All tables and key figures" if key == "summary" else "Markdown, CSV, LaTeX"
             out[key] = report(out[key], category="Tables", subcategory=sub, caption=f"../report/{caption}")
     return out
+
+
+# The multiverse analysis (rules/multiverse.smk): where it writes, and what it reads of each slice.
+MULTIVERSE = os.path.join(os.path.dirname(os.path.normpath(SLICES)), "multiverse")
+DEFINITIONS_SLICES = (config.get("multiverse") or {}).get("definitions_slices")
+
+
+def slice_inputs(folder):
+    """The files the multiverse reads of each slice in `folder` (the layout of morl/slices.py: final
+    evaluations, behavior front, dataset cards); while the config's own slices folder holds none,
+    its slices, which the slice rule exports first."""
+    slices = sorted(p.parent for p in Path(folder).glob("*/SLICE.json"))
+    if not slices:
+        return expand(os.path.join(SLICES, "{env}"), env=config["envs"]) if folder == SLICES else []
+    patterns = ("*/*/seed*/eval.parquet", "behavior/front.parquet", "data/*.card.md")
+    return [str(f) for s in slices for pattern in patterns for f in sorted(s.glob(pattern))]

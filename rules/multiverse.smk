@@ -3,21 +3,6 @@
 # written next to them: <slices_dir>/../multiverse (docs/paper-cpu-small/multiverse for
 # configs/paper-cpu-small.yaml).
 import os
-from pathlib import Path
-
-MULTIVERSE = os.path.join(os.path.dirname(os.path.normpath(SLICES)), "multiverse")
-DEFINITIONS_SLICES = (config.get("multiverse") or {}).get("definitions_slices")
-
-
-def slice_inputs(folder):
-    """The files the multiverse reads of each slice in `folder` (the layout of morl/slices.py: final
-    evaluations, behavior front, dataset cards); while the config's own slices folder holds none,
-    its slices, which the slice rule exports first."""
-    slices = sorted(p.parent for p in Path(folder).glob("*/SLICE.json"))
-    if not slices:
-        return expand(os.path.join(SLICES, "{env}"), env=config["envs"]) if folder == SLICES else []
-    patterns = ("*/*/seed*/eval.parquet", "behavior/front.parquet", "data/*.card.md")
-    return [str(f) for s in slices for pattern in patterns for f in sorted(s.glob(pattern))]
 
 
 rule multiverse:
@@ -41,6 +26,6 @@ rule multiverse:
         "../envs/morl.yaml"
     threads: 1
     params:
-        slices=SLICES,
+        slices=lambda wc: SLICES,
     script:
         "../workflow_scripts/multiverse.py"
