@@ -396,7 +396,7 @@ def evaluate_checkpoint(
         "target_regression": coef.tolist(),
         # what the run was trained with (its seed apart), so that runs of one cell can be checked to
         # differ in their seed only
-        "train_settings": _result_settings(trained.get("settings")),
+        "train_settings": result_settings(trained.get("settings")),
         # the optimiser steps the checkpoint had made: its settings' steps, or fewer for a snapshot
         # taken along training
         "train_steps": trained.get("steps"),
@@ -419,7 +419,7 @@ def evaluate_checkpoint(
 NON_RESULT_SETTINGS = ("checkpoint_every",)
 
 
-def _result_settings(settings: dict | None) -> dict | None:
+def result_settings(settings: dict | None) -> dict | None:
     if not isinstance(settings, dict):
         return None
     return {k: v for k, v in sorted(settings.items()) if k not in NON_RESULT_SETTINGS}

@@ -68,7 +68,7 @@ from morl.evaluate import read_evaluation
 from morl.metrics import cardinality, hypervolume, sparsity
 from morl.paper import published_fraction
 from morl.slices import slice_files
-from morl.stats import _percentile_interval
+from morl.stats import percentile_interval
 from morl.tables import display_name, kendall_tau, sort_datasets
 from morl.targets import CLOSE, HEADLINE, PEDA_MODELS, STITCHING_ROWS, TAU_TARGET, row_checks
 
@@ -367,7 +367,7 @@ def _intervals(runs, values, b, present, universe, counted, draw) -> dict[str, f
         j = runs.models.index(m)
         known = ~np.isnan(paper[:, j])
         hits = (np.abs(fraction[:, known, j] - paper[known, j]) <= CLOSE + 1e-12).sum(axis=1)
-        out[f"{name}_low"], out[f"{name}_high"] = _percentile_interval(hits.astype(np.float64), CONFIDENCE)
+        out[f"{name}_low"], out[f"{name}_high"] = percentile_interval(hits.astype(np.float64), CONFIDENCE)
     metric = _METRICS.index(universe["ordering_metric"])
     if metric == 0:
         scores = fraction
@@ -378,7 +378,7 @@ def _intervals(runs, values, b, present, universe, counted, draw) -> dict[str, f
     taus = [_tau_replicates(scores[:, r, peda], paper[r, peda]) for r in range(len(rows))
             if len(peda) == len(PEDA_MODELS) and not np.isnan(paper[r, peda]).any()]  # fmt: skip
     if taus:
-        out["tau_mean_low"], out["tau_mean_high"] = _percentile_interval(np.mean(taus, axis=0), CONFIDENCE)
+        out["tau_mean_low"], out["tau_mean_high"] = percentile_interval(np.mean(taus, axis=0), CONFIDENCE)
     else:
         out["tau_mean_low"] = out["tau_mean_high"] = None
     return {k: None if v is None else round(v, 6) for k, v in out.items()}
@@ -513,9 +513,9 @@ def specification_figure(rows: Sequence[Mapping[str, Any]], statistic: str, labe
     """A specification curve: the universes sorted by ``statistic`` (its bootstrap interval as a
     bar, the target as a line, the paper's universe marked), and beneath, which option of each
     choice every universe took."""
-    from morl.plots import _pyplot
+    from morl.plots import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     order = sorted(range(len(rows)), key=lambda k: (rows[k][statistic] is None, rows[k][statistic] or 0.0, k))
     x = np.arange(len(order))
     value = np.array([np.nan if rows[k][statistic] is None else rows[k][statistic] for k in order], dtype=float)

@@ -30,7 +30,7 @@ from morl.tables import display_name, model_order
 OBJECTIVE_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple")
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -48,7 +48,7 @@ def save_figure(fig, stem: str | os.PathLike, dpi: int = 110) -> tuple[Path, Pat
         # no creation date: the same figure gives the same bytes, whenever and from whichever files it is drawn
         atomic_write(pdf, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
     finally:
-        _pyplot().close(fig)
+        pyplot().close(fig)
     return png, pdf
 
 
@@ -76,7 +76,7 @@ def pareto_figure(
     With three objectives there is one panel per pair of objectives; the highlighted points are
     non-dominated in all three. Legend: the behavior policy (if given), then one entry per model.
     """
-    plt = _pyplot()
+    plt = pyplot()
     some = behavior if behavior is not None else next(pts for runs in model_points.values() for pts in runs)
     n_obj = some.shape[1]
     pairs = _objective_pairs(n_obj)
@@ -139,7 +139,7 @@ def preference_figure(
     Each panel's legend has one entry per objective shown: all of them for three or more
     objectives, the first for two (the second is its mirror image, w_2 = 1 - w_1).
     """
-    plt = _pyplot()
+    plt = pyplot()
     models = list(model_runs)
     ncols = min(3, max(1, len(models)))
     nrows = int(np.ceil(len(models) / ncols)) or 1
@@ -193,7 +193,7 @@ def hv_bars_figure(title: str, stats: pl.DataFrame, unit_label: str):
     from morl.collect import QUALITIES
     from morl.preferences import ENTROPY_LEVELS
 
-    plt = _pyplot()
+    plt = pyplot()
     qualities = [q for q in QUALITIES if q in set(stats["quality"].to_list())]
     entropies = [h for h in ENTROPY_LEVELS if h in set(stats["entropy"].to_list())]
     present = set(stats["model"].to_list())
@@ -241,7 +241,7 @@ def curves_figure(title: str, curves: Mapping[str, Sequence[pl.DataFrame]]):
     """Training loss against optimiser step, one line per model: the mean over seeds, shaded
     between the lowest and highest seed. ``curves[model]`` holds each seed's curve (step, loss, lr).
     Legend: one entry per model."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.4, 4.2))
     for m in model_order(curves):
         runs = [c.select(pl.col("step").cast(pl.Int64), pl.col("loss").cast(pl.Float64)) for c in curves[m] if len(c)]
@@ -297,7 +297,7 @@ def _interval_rows(ax, frame: pl.DataFrame, xlabel: str) -> None:
 def iqm_figure(iqm: pl.DataFrame):
     """Each model's IQM of HV / B as a point with its 95% interval as a bar (``iqm``: the frame of
     :func:`morl.tables.iqm_table`: model, iqm, ci_low, ci_high, n_rows, n_seeds)."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 0.9 + 0.42 * iqm["model"].n_unique()))
     _interval_rows(ax, iqm, "IQM of HV / B (bar: 95% stratified-bootstrap interval)")
     first = iqm.row(0, named=True)
@@ -310,7 +310,7 @@ def generalisation_figure(frame: pl.DataFrame):
     """One panel per coverage (``frame``: the frame of :func:`morl.tables.generalisation_iqm_table`):
     for each model, the IQM of HV / B at the held-out preferences with its 95% interval, trained on
     the complete data (gray, upper) and on the variant (the model's color, lower)."""
-    plt = _pyplot()
+    plt = pyplot()
     kinds = list(dict.fromkeys(frame["coverage"].to_list()))
     models = model_order(frame["model"].unique().to_list())
     fig, axes = plt.subplots(
@@ -343,7 +343,7 @@ def generalisation_figure(frame: pl.DataFrame):
 def improvement_figure(improvement: pl.DataFrame):
     """The probability-of-improvement matrix P(row > column) as a heat map, each cell labelled with
     its value and 95% interval (``improvement``: model, other, p, ci_low, ci_high)."""
-    plt = _pyplot()
+    plt = pyplot()
     models = model_order(set(improvement["model"].to_list()) | set(improvement["other"].to_list()))
     index = {m: i for i, m in enumerate(models)}
     grid = np.full((len(models), len(models)), np.nan)

@@ -298,7 +298,7 @@ def _config_differences(path: Path, meta: dict[str, Any], config: dict[str, Any]
     from math import comb
 
     from morl.config import train_settings
-    from morl.evaluate import _result_settings
+    from morl.evaluate import result_settings
     from morl.families import family_of
     from morl.preferences import default_divisions
 
@@ -315,7 +315,7 @@ def _config_differences(path: Path, meta: dict[str, Any], config: dict[str, Any]
             out.append(("evaluate.divisions (preference points)", points, f"{divisions} ({expected} points)"))
     model = meta.get("model")
     if meta.get("kind") == "model" and model in (config.get("models") or []):
-        expected = _result_settings(train_settings(config, meta.get("env_id"), model))
+        expected = result_settings(train_settings(config, meta.get("env_id"), model))
         recorded = meta.get("train_settings") or {}
         for key in sorted(set(expected) | set(recorded)):
             if recorded.get(key) != expected.get(key):

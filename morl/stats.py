@@ -112,7 +112,7 @@ def cell_interval(
         # rliable's draw for an (n, 1) score array: n run indices per replicate, one task
         idx = rng.choice(n, size=(m, n, 1))
         means[start : start + m] = x[idx[:, :, 0]].mean(axis=1)
-    return _percentile_interval(means, confidence)
+    return percentile_interval(means, confidence)
 
 
 def iqm_intervals(
@@ -164,7 +164,7 @@ def iqm_intervals(
     for name, x in arrays.items():
         point = _iqm(x)
         replicates = _iqm_replicates(x, reps, np.random.RandomState(seed))
-        low, high = _percentile_interval(replicates, confidence)
+        low, high = percentile_interval(replicates, confidence)
         out[name] = (point, low, high)
     return out
 
@@ -219,7 +219,7 @@ def probability_of_improvement(
         x, y = arrays[a], arrays[b]
         point = _poi(x, y)
         replicates = _poi_replicates(x, y, reps, np.random.RandomState(seed))
-        low, high = _percentile_interval(replicates, confidence)
+        low, high = percentile_interval(replicates, confidence)
         results[(a, b)] = (point, low, high)
         results[(b, a)] = (1.0 - point, 1.0 - high, 1.0 - low)
     names = list(arrays)
@@ -286,7 +286,7 @@ def _run_counts(idx: np.ndarray, n_runs: int) -> np.ndarray:
     return counts.reshape(m, n_tasks, n_runs).astype(np.float64)
 
 
-def _percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
     """The percentile bootstrap interval, as ``arch``'s ``conf_int(method="percentile")`` takes it."""
     alpha = (1.0 - confidence) / 2
     low, high = np.percentile(replicates, [100 * alpha, 100 * (1.0 - alpha)])

@@ -329,7 +329,7 @@ def test_the_slice_rule_leaves_a_folder_that_is_not_a_slice_as_it_was(tmp_path):
 def evaluation(path: Path, config: dict, env: str, model: str | None, **changes) -> Path:
     """An evaluation of ``model`` (None: the behavior front) on ``env``'s grid, as ``config`` makes it."""
     from morl.config import train_settings
-    from morl.evaluate import _result_settings, write_evaluation
+    from morl.evaluate import result_settings, write_evaluation
 
     n = config["evaluate"]["divisions"] + 1  # two objectives
     prefs = np.linspace([0, 1], [1, 0], n)
@@ -339,7 +339,7 @@ def evaluation(path: Path, config: dict, env: str, model: str | None, **changes)
     if model is None:
         meta |= {"kind": "behavior", "checkpoint_sha256": SHA}
     else:
-        settings = _result_settings(train_settings(config, env, model))
+        settings = result_settings(train_settings(config, env, model))
         meta |= {"kind": "model", "model": model, "quality": "amateur", "entropy": "low", "train_seed": 0,
                  "behavior_sha256": SHA, "train_settings": settings}  # fmt: skip
     for key, value in changes.items():
