@@ -34,22 +34,12 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 model, threads, steps, data_path, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-import torch, yaml
+import torch
 from morl.cpu import configure
 configure(threads=threads)
-from morl.config import train_settings
-from morl.data import load_dataset
-from morl.families import family_of
-from morl.trainer import Dims, dataset_facts, observation_stats
-fam = family_of(model)
-settings = fam.resolve_settings(train_settings(yaml.safe_load(open(config)), "MO-HalfCheetah-v2", model))
-module = fam.load()
-ds = load_dataset(data_path)
-dev = torch.device("cpu")
-facts = dataset_facts(ds, Path(data_path))
-data = module.prepare(ds, settings, dev, observation_stats(ds.observations), facts)
-torch.manual_seed(0)
-learner = module.Learner(model, data, Dims(ds.obs_dim, ds.act_dim, ds.n_obj), settings, dev, facts)
+sys.path.insert(0, "benchmarks")
+from step_floor import learner_of
+learner, _ = learner_of(model, config, Path(data_path))
 gen = torch.Generator().manual_seed(0)
 for step in range(10):
     learner.update(learner.sample(gen), step)
