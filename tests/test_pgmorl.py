@@ -128,10 +128,10 @@ def test_each_iteration_continues_from_the_state_the_last_one_ended_in(monkeypat
     s = pgmorl.PGMORLSettings.from_config(TINY)
     tb = _fresh_tasks(env_id, np.array([[0.5, 0.5]]), s, seed=0)
     acted, bootstrapped = [], []
-    mlp3, critic = pgmorl._mlp3, pgmorl.critic_values
+    mlp3, critic = pgmorl.mlp3, pgmorl.critic_values
 
     def recording_mlp3(x, p, keys):
-        if keys is pgmorl._FUSED_KEYS:  # the rollout's fused actor-critic, one call per step
+        if keys is pgmorl.FUSED_KEYS:  # the rollout's fused actor-critic, one call per step
             acted.append(x.clone())
         return mlp3(x, p, keys)
 
@@ -140,7 +140,7 @@ def test_each_iteration_continues_from_the_state_the_last_one_ended_in(monkeypat
             bootstrapped.append(x.clone())
         return critic(p, x)
 
-    monkeypatch.setattr(pgmorl, "_mlp3", recording_mlp3)
+    monkeypatch.setattr(pgmorl, "mlp3", recording_mlp3)
     monkeypatch.setattr(pgmorl, "critic_values", recording_critic)
     pgmorl.run_generation(env_id, tb, s, 0, 2, env_seed=5, eval_seed=0)
     assert len(acted) == 2 * s.num_steps and len(bootstrapped) == 2
