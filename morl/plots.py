@@ -296,7 +296,7 @@ def _interval_rows(ax, frame: pl.DataFrame, xlabel: str) -> None:
 
 def iqm_figure(iqm: pl.DataFrame):
     """Each model's IQM of HV / B as a point with its 95% interval as a bar (``iqm``: the frame of
-    :func:`morl.tables.iqm_table`: model, iqm, ci_low, ci_high, n_rows, n_seeds)."""
+    :func:`morl.intervals.iqm_table`: model, iqm, ci_low, ci_high, n_rows, n_seeds)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 0.9 + 0.42 * iqm["model"].n_unique()))
     _interval_rows(ax, iqm, "IQM of HV / B (bar: 95% stratified-bootstrap interval)")
@@ -307,7 +307,7 @@ def iqm_figure(iqm: pl.DataFrame):
 
 
 def generalisation_figure(frame: pl.DataFrame):
-    """One panel per coverage (``frame``: the frame of :func:`morl.tables.generalisation_iqm_table`):
+    """One panel per coverage (``frame``: the frame of :func:`morl.generalisation.generalisation_iqm_table`):
     for each model, the IQM of HV / B at the held-out preferences with its 95% interval, trained on
     the complete data (gray, upper) and on the variant (the model's color, lower)."""
     plt = pyplot()

@@ -1,10 +1,10 @@
-"""The paper's result tables, from the per-evaluation metrics, as Markdown, CSV, LaTeX and HTML.
+"""The paper's result tables from the per-evaluation metrics: HV, SP and the paper comparison.
 
-Input is the ``metrics`` frame of :func:`morl.aggregate.collect_metrics` (one row per evaluation
-file: env, quality, entropy, model, seed, hv, sp, ...) and ``data_hv``, B of each dataset: the HV
-of the data's own front (its card's "data HV", :func:`morl.dataset_info.read_card`), as the PEDA
-paper's tables define B. A coverage variant's rows use the B of the complete dataset it was cut
-from (:func:`b_of`). Polars does the grouping.
+Input is the ``metrics`` frame of :func:`morl.metrics_frame.collect_metrics` (one row per
+evaluation file: env, quality, entropy, model, seed, hv, sp, ...) and ``data_hv``, B of each
+dataset: the HV of the data's own front (its card's "data HV", :func:`morl.dataset_info.read_card`),
+as the PEDA paper's tables define B. A coverage variant's rows use the B of the complete dataset it
+was cut from (:func:`b_of`). Polars does the grouping.
 
 * :func:`metric_long` - one row per table cell and seed, raw and in the paper's units (the CSV);
 * :func:`metric_table` - HV or SP in the paper's layout: rows env x dataset, columns the models
@@ -12,8 +12,12 @@ from (:func:`b_of`). Polars does the grouping.
   in bold;
 * :func:`comparison_long` / :func:`comparison_table` - each model's HV as a fraction of our B,
   beside the same fraction from the published numbers (:mod:`morl.paper`);
-* :func:`to_markdown`, :func:`to_latex` (booktabs), :func:`to_html` - one renderer per format
-  for every :class:`Table`.
+* the labels, orders and number formats every table shares (:func:`display_name`,
+  :func:`model_order`, :func:`sort_datasets`, :func:`dataset_label`, :func:`fmt_number`, ...).
+
+The per-cell interval, IQM and probability-of-improvement tables are in :mod:`morl.intervals`,
+the held-out generalisation tables in :mod:`morl.generalisation`; :mod:`morl.render` shows any of
+them as Markdown, LaTeX or HTML.
 
 A cell without any evaluation is shown as "—" and explained in a footnote, so the tables can be
 built while an experiment is still running.
@@ -21,10 +25,9 @@ built while an experiment is still running.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -34,6 +37,7 @@ from morl.families import display_names
 from morl.families import model_order as registry_order
 from morl.paper import HV_UNITS, PUBLISHED_ENTROPY, SP_UNITS, published_fraction, published_hv
 from morl.preferences import ENTROPY_LEVELS
+from morl.render import MISSING, PARTIAL_MARK, Cell, Table
 
 
 def model_order(models: Iterable[str]) -> list[str]:
@@ -48,11 +52,19 @@ def display_name(model: str) -> str:
     return display_names().get(model, model)
 
 
-MISSING = "—"
-PARTIAL_MARK = "†"
+#: Decimals of a number in the tables, as the paper prints them.
 DIGITS = 2
 
 Dataset = tuple[str, str, str]  # (env, quality, entropy)
+
+#: The leading columns of every per-cell frame: the cell (env, dataset, model) and its seed count.
+CELL_SCHEMA = {"env": pl.String, "quality": pl.String, "entropy": pl.String, "model": pl.String, "n_seeds": pl.Int64}
+
+
+def cell_columns(dataset: Dataset, model: str, n_seeds: int) -> dict:
+    """The leading columns (:data:`CELL_SCHEMA`) of one row of a per-cell frame."""
+    env, quality, entropy = dataset
+    return {"env": env, "quality": quality, "entropy": entropy, "model": model, "n_seeds": n_seeds}
 
 
 def b_of(data_hv: Mapping[Dataset, float], dataset: Dataset) -> float | None:
@@ -74,28 +86,6 @@ class Metric:
 HV = Metric("hv", "Hypervolume (HV, higher is better)", HV_UNITS, True)
 SP = Metric("sp", "Sparsity (SP, lower is better)", SP_UNITS, False)
 METRICS = {"hv": HV, "sp": SP}
-
-
-@dataclass
-class Cell:
-    """One table cell: plain text (Markdown/HTML), its LaTeX form, and whether it is bold."""
-
-    text: str
-    latex: str | None = None
-    bold: bool = False
-
-    @property
-    def tex(self) -> str:
-        return self.latex if self.latex is not None else latex_escape(self.text)
-
-
-@dataclass
-class Table:
-    title: str
-    header: list[Cell]
-    rows: list[list[Cell]]
-    notes: list[str] = field(default_factory=list)
-    n_label_columns: int = 3  # left-aligned label columns; the rest are numbers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,21 +128,6 @@ def ordered_models(models: Iterable[str] | None, metrics: pl.DataFrame) -> list[
     """Models in the paper's column order: those asked for, else those evaluated, else every registered one."""
     chosen = set(models) if models is not None else set(metrics["model"].to_list())
     return model_order(chosen) or list(registry_order())
-
-
-# Characters LaTeX treats specially, and the non-ASCII ones our tables use.
-_LATEX_REPLACEMENTS = {
-    **{ch: "\\" + ch for ch in "&%$#_{}"},
-    "\\": "\\textbackslash{}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}",
-    MISSING: "---", "±": "$\\pm$", "×": "$\\times$", PARTIAL_MARK: "$^\\dagger$",
-    "τ": "$\\tau$", "−": "$-$", "§": "\\S{}", "Σ": "$\\Sigma$", "·": "$\\cdot$", "≥": "$\\geq$",
-    "≤": "$\\leq$", "–": "--", "‖": "$\\|$", "₁": "$_1$", "₂": "$_2$",
-}  # fmt: skip
-
-
-def latex_escape(text: str) -> str:
-    # Any other non-ASCII character becomes "?": pdflatex stops at a character it has no glyph for.
-    return "".join(_LATEX_REPLACEMENTS.get(ch, ch if ord(ch) < 128 else "?") for ch in text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -334,11 +309,7 @@ def comparison_long(
             ours = st["mean"] / b["mean"] if st is not None and b is not None and b["mean"] > 0 else None
             rows.append(
                 {
-                    "env": env,
-                    "quality": quality,
-                    "entropy": entropy,
-                    "model": m,
-                    "n_seeds": st["n"] if st else 0,
+                    **cell_columns((env, quality, entropy), m, st["n"] if st else 0),
                     "our_hv": st["mean"] if st else None,
                     "our_b_hv": b["mean"] if b else None,
                     "our_fraction": ours,
@@ -348,11 +319,7 @@ def comparison_long(
                 }
             )
     schema = {
-        "env": pl.String,
-        "quality": pl.String,
-        "entropy": pl.String,
-        "model": pl.String,
-        "n_seeds": pl.Int64,
+        **CELL_SCHEMA,
         "our_hv": pl.Float64,
         "our_b_hv": pl.Float64,
         "our_fraction": pl.Float64,
@@ -430,663 +397,3 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
             "of the dataset given, or a data HV of 0)."
         )
     return Table("Paper comparison: HV as a fraction of B, ours / published", header, rows, notes)
-
-
-# ---------------------------------------------------------------------------------------------
-# Renderers
-# ---------------------------------------------------------------------------------------------
-
-
-def to_markdown(table: Table) -> str:
-    def md(c: Cell) -> str:
-        return f"**{c.text}**" if c.bold else c.text
-
-    lines = ["| " + " | ".join(md(c) for c in table.header) + " |", "|" + "---|" * len(table.header)]
-    lines += ["| " + " | ".join(md(c) for c in row) + " |" for row in table.rows]
-    if table.notes:
-        lines.append("")
-        lines += [f"{n}  " for n in table.notes[:-1]] + [table.notes[-1]]
-    return "\n".join(lines)
-
-
-def to_latex(table: Table, label: str | None = None) -> str:
-    """A booktabs ``table`` environment, ready to paste (needs ``\\usepackage{booktabs}``)."""
-
-    def tex(c: Cell) -> str:
-        return f"\\textbf{{{c.tex}}}" if c.bold else c.tex
-
-    n_cols = len(table.header)
-    spec = "l" * table.n_label_columns + "r" * (n_cols - table.n_label_columns)
-    out = [
-        "% Generated by morl.tables; needs \\usepackage{booktabs} and \\usepackage{graphicx}.",
-        "\\begin{table}[t]",
-        "\\centering",
-        f"\\caption{{{latex_escape(table.title)}}}",
-    ]
-    if label:
-        out.append(f"\\label{{{label}}}")
-    out += [
-        "\\resizebox{\\linewidth}{!}{%",
-        f"\\begin{{tabular}}{{{spec}}}",
-        "\\toprule",
-        " & ".join(tex(c) for c in table.header) + " \\\\",
-        "\\midrule",
-    ]
-    out += [" & ".join(tex(c) for c in row) + " \\\\" for row in table.rows]
-    out += ["\\bottomrule", "\\end{tabular}%", "}"]
-    if table.notes:
-        out.append("\\par\\smallskip\\footnotesize")
-        out += [latex_escape(n) + ("\\\\" if i < len(table.notes) - 1 else "") for i, n in enumerate(table.notes)]
-    out.append("\\end{table}")
-    return "\n".join(out) + "\n"
-
-
-def to_html(table: Table, table_id: str | None = None) -> str:
-    def td(c: Cell, tag: str, i: int) -> str:
-        cls = ' class="num"' if i >= table.n_label_columns else ""
-        text = html.escape(c.text)
-        return f"<{tag}{cls}>{'<strong>' + text + '</strong>' if c.bold else text}</{tag}>"
-
-    ident = f' id="{table_id}"' if table_id else ""
-    out = [f"<table{ident}>", f"<caption>{html.escape(table.title)}</caption>", "<thead><tr>"]
-    out += [td(c, "th", i) for i, c in enumerate(table.header)]
-    out += ["</tr></thead>", "<tbody>"]
-    for row in table.rows:
-        out.append("<tr>" + "".join(td(c, "td", i) for i, c in enumerate(row)) + "</tr>")
-    out.append("</tbody></table>")
-    if table.notes:
-        out.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in table.notes) + "</ul>")
-    return "\n".join(out)
-
-
-HTML_STYLE = """
-.morl-tables { font-family: system-ui, sans-serif; font-size: 13px; color: #111; overflow-x: auto; }
-.morl-tables table { border-collapse: collapse; margin: 14px 0 4px; }
-.morl-tables caption { text-align: left; font-weight: 700; font-size: 15px; padding: 4px 0; }
-.morl-tables th, .morl-tables td { padding: 3px 8px; border-bottom: 1px solid #ddd; white-space: nowrap; }
-.morl-tables thead th { border-bottom: 2px solid #444; text-align: left; }
-.morl-tables .num { text-align: right; font-variant-numeric: tabular-nums; }
-.morl-tables .notes { font-size: 12px; color: #444; margin: 4px 0 12px; padding-left: 18px; max-width: 60rem; }
-.morl-tables figure { margin: 16px 0; }
-.morl-tables figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
-.morl-tables figcaption { font-size: 12px; color: #444; max-width: 60rem; }
-/* inside the Snakemake report's front page: use the width left by the menu and the rule graph */
-.max-w-lg:has(.morl-tables) { max-width: calc(100vw - 34rem); min-width: 30rem; }
-/* ... and start at the top: a centred page taller than the window would lose its first lines */
-.items-center:has(.morl-tables) { align-items: flex-start; }
-.justify-center:has(.morl-tables) { justify-content: flex-start; }
-"""
-
-
-def html_document(
-    tables: Sequence[str], figures: Sequence[tuple[str, str | bytes]] = (), title: str = "Results"
-) -> str:
-    """A self-contained HTML page: the given table HTML, then the figures, each (caption, PNG path
-    or bytes) embedded as a data URI, so the page needs no other file."""
-    import base64
-    from pathlib import Path
-
-    parts = list(tables)
-    for caption, png in figures:
-        data = png if isinstance(png, bytes) else Path(png).read_bytes()
-        uri = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        parts.append(
-            f'<figure><img src="{uri}" alt="{html.escape(caption)}">'
-            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-        )
-    body = "\n".join(parts)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title)}</title>\n<style>{HTML_STYLE}</style></head>\n"
-        f'<body><div class="morl-tables">\n<h2>{html.escape(title)}</h2>\n{body}\n</div></body></html>\n'
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Interval statistics: per-cell bootstrap intervals, IQM and probability of improvement
-# ---------------------------------------------------------------------------------------------
-
-#: Coverage of every interval in the statistics tables, and the bootstrap's size and seed.
-CONFIDENCE, REPS, STATS_SEED = 0.95, 2000, 0
-
-
-#: The units RD is shown in, per env: MODULI's (``scale_wr`` of its table script), 1e3 and 1e2 for
-#: Swimmer; other envs in raw returns. One unit per env, so every variant of a dataset reads alike.
-RD_UNITS = {
-    "MO-Ant-v2": 1e3,
-    "MO-HalfCheetah-v2": 1e3,
-    "MO-Hopper-v2": 1e3,
-    "MO-Hopper-v3": 1e3,
-    "MO-Walker2d-v2": 1e3,
-    "MO-Swimmer-v2": 1e2,
-}
-#: MODULI's gradient steps for the front model of RD.
-MODULI_FRONT_MODEL_STEPS = 100_000
-
-
-def _finite(frame: pl.DataFrame, key: str) -> np.ndarray:
-    """The finite values of a column (nulls and NaN dropped; none if there is no such column), as float64."""
-    if key not in frame.columns:
-        return np.empty(0)
-    arr = np.asarray([v for v in frame[key].to_list() if v is not None], dtype=np.float64)
-    return arr[np.isfinite(arr)]
-
-
-def _mean_std(values: np.ndarray) -> tuple[float | None, float | None]:
-    return (float(values.mean()), float(values.std())) if len(values) else (None, None)
-
-
-def interval_long(
-    metrics: pl.DataFrame, data_hv: Mapping[Dataset, float], datasets: Sequence[Dataset], models: Sequence[str]
-) -> pl.DataFrame:
-    """Per env, dataset and model: HV mean, std and 95% bootstrap interval over seeds (paper units),
-    HV / B, the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`), MODULI's
-    ratio deviation (mean and std over seeds), and for a coverage variant the held-out HV with its
-    interval, MODULI's RD (raw returns: mean and std over the seeds that have one; ``rd_unit`` is the
-    unit the table shows it in) and the distance to the data front (mean)."""
-    from morl.stats import cell_interval
-
-    models = ordered_models(models, metrics)
-    rows = []
-    for env, quality, entropy in datasets:
-        unit = HV_UNITS.get(env, 1.0)
-        b_hv = b_of(data_hv, (env, quality, entropy))
-        for m in models:
-            runs = metrics.filter(
-                (pl.col("env") == env)
-                & (pl.col("quality") == quality)
-                & (pl.col("entropy") == entropy)
-                & (pl.col("model") == m)
-            ).sort("seed")
-            if not len(runs):
-                continue
-            hv = runs["hv"].to_numpy() / unit
-            low, high = cell_interval(hv, CONFIDENCE, REPS, STATS_SEED)
-            held = _finite(runs, "hv_held_out") / unit
-            held_ci = cell_interval(held, CONFIDENCE, REPS, STATS_SEED) if len(held) else (None, None)
-            ratio, rd, fd = (_finite(runs, k) for k in ("ratio_dev", "rd_held_out", "front_distance_held_out"))
-            steps = sorted(set(runs["rd_front_model_steps"].drop_nulls().to_list())) if len(rd) else []
-            rows.append(
-                {
-                    "env": env,
-                    "quality": quality,
-                    "entropy": entropy,
-                    "model": m,
-                    "n_seeds": len(runs),
-                    "hv_mean": float(hv.mean()),
-                    "hv_std": float(hv.std()),
-                    "hv_ci_low": low,
-                    "hv_ci_high": high,
-                    "unit": unit,
-                    "hv_over_b": float(hv.mean() * unit / b_hv) if b_hv else None,
-                    "eum": runs["eum"].mean(),
-                    "igd": runs["igd"].mean(),
-                    "cardinality": runs["cardinality"].mean(),
-                    **dict(zip(("ratio_dev_mean", "ratio_dev_std"), _mean_std(ratio), strict=True)),
-                    "hv_held_out_mean": float(np.mean(held)) if len(held) else None,
-                    "hv_held_out_ci_low": held_ci[0],
-                    "hv_held_out_ci_high": held_ci[1],
-                    **dict(zip(("rd_held_out_mean", "rd_held_out_std"), _mean_std(rd), strict=True)),
-                    "rd_n_seeds": len(rd),
-                    "rd_unit": RD_UNITS.get(env, 1.0),
-                    "rd_front_model_steps": steps[0] if len(steps) == 1 else None,
-                    "front_distance_held_out": float(fd.mean()) if len(fd) else None,
-                }
-            )
-    schema = {
-        "env": pl.String,
-        "quality": pl.String,
-        "entropy": pl.String,
-        "model": pl.String,
-        "n_seeds": pl.Int64,
-        "hv_mean": pl.Float64,
-        "hv_std": pl.Float64,
-        "hv_ci_low": pl.Float64,
-        "hv_ci_high": pl.Float64,
-        "unit": pl.Float64,
-        "hv_over_b": pl.Float64,
-        "eum": pl.Float64,
-        "igd": pl.Float64,
-        "cardinality": pl.Float64,
-        "ratio_dev_mean": pl.Float64,
-        "ratio_dev_std": pl.Float64,
-        "hv_held_out_mean": pl.Float64,
-        "hv_held_out_ci_low": pl.Float64,
-        "hv_held_out_ci_high": pl.Float64,
-        "rd_held_out_mean": pl.Float64,
-        "rd_held_out_std": pl.Float64,
-        "rd_n_seeds": pl.Int64,
-        "rd_unit": pl.Float64,
-        "rd_front_model_steps": pl.Int64,
-        "front_distance_held_out": pl.Float64,
-    }
-    return pl.DataFrame(rows, schema=schema)
-
-
-def _mean_pm_std(mean: float | None, std: float | None, unit: float = 1.0, shown_unit: bool = False) -> str:
-    if mean is None:
-        return MISSING
-    text = f"{fmt_number(mean / unit)[0]} ± {fmt_number(std / unit)[0]}"
-    return text + (f" (×{unit_label(unit)})" if shown_unit else "")
-
-
-def interval_table(long: pl.DataFrame) -> Table:
-    """:func:`interval_long` as a table, one row per env, dataset and model; with coverage variants
-    among the datasets, also the HV over the held-out preferences (with its interval), MODULI's
-    return deviation there and the distance to the data front there."""
-    held = long["hv_held_out_mean"].drop_nulls().len() > 0
-    titles = [
-        "env",
-        "dataset",
-        "model",
-        "seeds",
-        "HV (unit)",
-        "HV 95% CI",
-        "HV / B",
-        "EUM",
-        "IGD",
-        "cardinality",
-        "ratio dev.",
-    ]
-    if held:
-        titles += ["HV held-out (unit)", "held-out 95% CI", "RD held-out (unit)", "front distance held-out"]
-    rows = []
-    any_rd_missing = False
-    for r in long.iter_rows(named=True):
-        unit = f" (×{unit_label(r['unit'])})"
-        row = [
-            Cell(r["env"]),
-            Cell(dataset_label(r["quality"], r["entropy"])),
-            Cell(display_name(r["model"])),
-            Cell(str(r["n_seeds"])),
-            Cell(f"{fmt_number(r['hv_mean'])[0]} ± {fmt_number(r['hv_std'])[0]}{unit}"),
-            Cell(f"[{fmt_number(r['hv_ci_low'])[0]}, {fmt_number(r['hv_ci_high'])[0]}]"),
-            Cell(MISSING if r["hv_over_b"] is None else fmt_number(r["hv_over_b"])[0]),
-            Cell(f"{r['eum']:.4g}"),
-            Cell(f"{r['igd']:.4g}"),
-            Cell(f"{r['cardinality']:.1f}"),
-            Cell(_mean_pm_std(r["ratio_dev_mean"], r["ratio_dev_std"])),
-        ]
-        if held:
-            if r["hv_held_out_mean"] is None:
-                row += [Cell(MISSING)] * 4
-            else:
-                any_rd_missing |= r["rd_held_out_mean"] is None
-                rd = _mean_pm_std(r["rd_held_out_mean"], r["rd_held_out_std"], r["rd_unit"], shown_unit=True)
-                if r["rd_held_out_mean"] is not None and r["rd_n_seeds"] < r["n_seeds"]:
-                    rd += f" ({r['rd_n_seeds']} seeds)"
-                fd = r["front_distance_held_out"]
-                row += [
-                    Cell(f"{fmt_number(r['hv_held_out_mean'])[0]}{unit}"),
-                    Cell(f"[{fmt_number(r['hv_held_out_ci_low'])[0]}, {fmt_number(r['hv_held_out_ci_high'])[0]}]"),
-                    Cell(rd),
-                    Cell(MISSING if fd is None else f"{fd:.3f}"),
-                ]
-        rows.append(row)
-    notes = [
-        "HV: mean ± std over training seeds in the paper's unit; 95% CI: percentile bootstrap of that mean over the "
-        f"seeds ({REPS} resamples; with 3 seeds an interval is coarse, and a single seed has none).",
-        "EUM: expected utility over 100 evenly spread weights (morl-baselines); IGD: inverted generational distance "
-        "to the union front of the behavior policy's grid evaluation and every model evaluated on the dataset (raw "
-        "returns, lower is better); cardinality: distinct non-dominated points. Means over seeds.",
-        "Ratio dev.: MODULI's ratio deviation, the mean of ‖R / ΣR − w‖₂ over the grid points PEDA keeps (no negative "
-        "objective, not dominated within the run's points); mean ± std over seeds, lower is better. metrics.csv "
-        "also has ratio_dev_all, this project's variant over every point.",
-    ]
-    if held:
-        steps = sorted(set(long["rd_front_model_steps"].drop_nulls().to_list()))
-        fitted = ", ".join(f"{s:,}" for s in steps) if steps else "no front model given"
-        departure = (
-            ""
-            if steps == [MODULI_FRONT_MODEL_STEPS]
-            else (f" (MODULI: {MODULI_FRONT_MODEL_STEPS:,} steps)" if steps else "")
-        )
-        units = ", ".join(f"{e} ×{unit_label(u)}" for e, u in dict(zip(long["env"], long["rd_unit"])).items())
-        notes.append(
-            "Held-out: over the grid preferences inside the bands a coverage variant (shattered, narrow) removed from "
-            "its data, with the HV of the returns achieved there and its bootstrap interval. RD held-out: MODULI's "
-            "return deviation, the mean over those preferences of ‖g(w) − R(w)‖₂ in raw returns, g the front model "
-            "(an MLP from preference to return) fitted on the complete dataset's non-negative non-dominated "
-            f"trajectories with {fitted} gradient steps{departure}; mean ± std over seeds in the unit shown "
-            f"({units}); lower is better. Front distance held-out (ours): the mean of ‖(R(w) − F(w)) / s‖₂, F(w) the "
-            "complete data's trajectory return best at w and s per objective the largest |F| over the whole grid "
-            f"(fixed per dataset); mean over seeds. {MISSING} for complete data, which holds nothing out."
-        )
-        if any_rd_missing:
-            notes.append(
-                f"{MISSING} in RD held-out of a variant row: no front model of its complete dataset was given, or "
-                "none could be fitted (no trajectory of that dataset has a return with no negative objective that no "
-                "other return dominates, so MODULI's RD is undefined there)."
-            )
-    return Table(
-        "Per-cell statistics: HV with bootstrap intervals, EUM, IGD, cardinality, deviations",
-        [Cell(t) for t in titles],
-        rows,
-        notes,
-        n_label_columns=4,
-    )
-
-
-def normalised_scores(
-    metrics: pl.DataFrame, data_hv: Mapping[Dataset, float], datasets: Sequence[Dataset], models: Sequence[str]
-) -> tuple[dict[str, np.ndarray], list[Dataset]]:
-    """HV / B per model as ``(n_seeds, n_rows)`` arrays over the dataset rows that have a B and where
-    every model has the same number of seeds, the largest such number among the rows (the shape
-    interval statistics need), and those rows."""
-    per_row: dict[Dataset, dict[str, np.ndarray]] = {}
-    for env, quality, entropy in datasets:
-        b = b_of(data_hv, (env, quality, entropy))
-        if not b:
-            continue
-        cell = metrics.filter((pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy))
-        scores = {m: cell.filter(pl.col("model") == m).sort("seed")["hv"].to_numpy() / b for m in models}
-        counts = {len(v) for v in scores.values()}
-        if len(counts) == 1 and 0 not in counts:
-            per_row[(env, quality, entropy)] = scores
-    if not per_row:
-        return {}, []
-    # one array needs one seed count: while a grid runs, rows can have fewer seeds than others, and
-    # only the rows with the most seeds enter
-    most = max(len(next(iter(scores.values()))) for scores in per_row.values())
-    rows = [r for r, scores in per_row.items() if len(next(iter(scores.values()))) == most]
-    return {m: np.stack([per_row[r][m] for r in rows], axis=1) for m in models}, rows
-
-
-def iqm_table(scores: Mapping[str, np.ndarray], rows: Sequence[Dataset]) -> tuple[Table, pl.DataFrame]:
-    """Each model's interquartile mean of HV / B over every seed and row, with its 95% interval."""
-    from morl.stats import iqm_intervals
-
-    result = iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED) if scores else {}
-    long = pl.DataFrame(
-        [
-            {
-                "model": m,
-                "iqm": v[0],
-                "ci_low": v[1],
-                "ci_high": v[2],
-                "n_rows": len(rows),
-                "n_seeds": int(scores[m].shape[0]),
-            }
-            for m, v in result.items()
-        ],
-        schema={
-            "model": pl.String,
-            "iqm": pl.Float64,
-            "ci_low": pl.Float64,
-            "ci_high": pl.Float64,
-            "n_rows": pl.Int64,
-            "n_seeds": pl.Int64,
-        },
-    )
-    header = [Cell("model"), Cell("IQM of HV / B"), Cell("95% CI")]
-    body = [
-        [Cell(display_name(r["model"])), Cell(f"{r['iqm']:.3f}"), Cell(f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]")]
-        for r in long.iter_rows(named=True)
-    ]
-    notes = [
-        f"Interquartile mean (IQM) of each run's HV / B over {len(rows)} dataset rows × the seeds, with a "
-        f"stratified-bootstrap 95% interval ({REPS} resamples, seeds resampled within each row), after Agarwal et al. "
-        "(2021). Rows enter only where every model has the same number of seeds.",
-        "Two models whose intervals overlap are not shown apart by this experiment.",
-    ]
-    return Table("Interquartile mean of HV / B across datasets", header, body, notes, n_label_columns=1), long
-
-
-def improvement_table(scores: Mapping[str, np.ndarray]) -> tuple[Table, pl.DataFrame]:
-    """P(X > Y) of HV / B for every ordered pair of models, with 95% intervals, as a matrix."""
-    from morl.stats import probability_of_improvement
-
-    models = list(scores)
-    result = probability_of_improvement(scores, CONFIDENCE, REPS, STATS_SEED) if len(models) > 1 else {}
-    long = pl.DataFrame(
-        [{"model": x, "other": y, "p": v[0], "ci_low": v[1], "ci_high": v[2]} for (x, y), v in result.items()],
-        schema={"model": pl.String, "other": pl.String, "p": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64},
-    )
-    header = [Cell("P(row > column)"), *[Cell(display_name(m)) for m in models]]
-    body = []
-    for x in models:
-        cells = [Cell(display_name(x))]
-        for y in models:
-            v = result.get((x, y))
-            cells.append(
-                Cell(MISSING if v is None else f"{v[0]:.2f} [{v[1]:.2f}, {v[2]:.2f}]", bold=bool(v) and v[1] > 0.5)
-            )
-        body.append(cells)
-    notes = [
-        "Probability of improvement: the chance that a random seed of the row's model has a higher HV / B than a "
-        "random seed of the column's model on a random dataset row (ties count half), with a stratified-bootstrap "
-        "95% interval (Agarwal et al. 2021). Bold: the interval lies above 0.5.",
-    ]
-    return Table("Probability of improvement (HV / B)", header, body, notes, n_label_columns=1), long
-
-
-def is_variant(entropy: str) -> bool:
-    """Whether a dataset row's entropy label names a coverage variant (``high-shattered``)."""
-    return "-" in entropy
-
-
-def held_out_scores(metrics: pl.DataFrame, dataset: Dataset, model: str) -> pl.DataFrame:
-    """One model's runs on one variant row, by seed, with its held-out HV as a share of B's HV at the
-    same preferences (``variant``) and the same for the run of that model and seed on the complete
-    data (``complete``, null where that run is not among the evaluations). Runs whose B there is 0
-    or unknown have no score and are left out."""
-    env, quality, entropy = dataset
-    runs = metrics.filter(
-        (pl.col("env") == env)
-        & (pl.col("quality") == quality)
-        & (pl.col("entropy") == entropy)
-        & (pl.col("model") == model)
-        & pl.col("hv_held_out").is_not_null()
-        & pl.col("b_held_out").is_not_null()
-        & (pl.col("b_held_out") > 0)
-    ).sort("seed")
-    return runs.select(
-        "seed",
-        (pl.col("hv_held_out") / pl.col("b_held_out")).alias("variant"),
-        (pl.col("hv_held_out_complete") / pl.col("b_held_out")).alias("complete"),
-    )
-
-
-def generalisation_long(metrics: pl.DataFrame, datasets: Sequence[Dataset], models: Sequence[str]) -> pl.DataFrame:
-    """Per coverage-variant row and model, on the held-out preferences: B's HV there (paper units);
-    the HV / B of the runs trained on the variant and of the same model and seeds trained on the
-    complete data, each with its mean and 95% bootstrap interval over seeds; and their paired
-    difference (variant − complete, per seed) with its interval. A run has no score where B's HV
-    at the held-out preferences is 0 (``n_seeds`` counts those scored)."""
-    from morl.stats import cell_interval
-
-    def stat(values: np.ndarray) -> tuple:
-        if not len(values):
-            return None, None, None
-        return float(values.mean()), *cell_interval(values, CONFIDENCE, REPS, STATS_SEED)
-
-    models = ordered_models(models, metrics)
-    rows = []
-    for env, quality, entropy in datasets:
-        if not is_variant(entropy) or "b_held_out" not in metrics.columns:
-            continue
-        b_rows = metrics.filter(
-            (pl.col("env") == env) & (pl.col("quality") == quality) & (pl.col("entropy") == entropy)
-        )["b_held_out"].drop_nulls()
-        for m in models:
-            scores = held_out_scores(metrics, (env, quality, entropy), m)
-            if not len(scores):
-                continue
-            paired = scores.drop_nulls()
-            v, c = scores["variant"].to_numpy(), scores["complete"].drop_nulls().to_numpy()
-            d = (paired["variant"] - paired["complete"]).to_numpy()
-            rows.append(
-                {
-                    "env": env,
-                    "quality": quality,
-                    "entropy": entropy,
-                    "coverage": entropy.partition("-")[2],
-                    "model": m,
-                    "n_seeds": len(scores),
-                    "n_paired": len(paired),
-                    "unit": HV_UNITS.get(env, 1.0),
-                    "b_held_out": float(b_rows[0] / HV_UNITS.get(env, 1.0)) if len(b_rows) else None,
-                    **dict(zip(("variant", "variant_ci_low", "variant_ci_high"), stat(v), strict=True)),
-                    **dict(zip(("complete", "complete_ci_low", "complete_ci_high"), stat(c), strict=True)),
-                    **dict(zip(("difference", "difference_ci_low", "difference_ci_high"), stat(d), strict=True)),
-                }
-            )
-    schema = {
-        "env": pl.String,
-        "quality": pl.String,
-        "entropy": pl.String,
-        "coverage": pl.String,
-        "model": pl.String,
-        "n_seeds": pl.Int64,
-        "n_paired": pl.Int64,
-        "unit": pl.Float64,
-        "b_held_out": pl.Float64,
-        **{
-            f"{k}{suffix}": pl.Float64
-            for k in ("variant", "complete", "difference")
-            for suffix in ("", "_ci_low", "_ci_high")
-        },
-    }
-    return pl.DataFrame(rows, schema=schema)
-
-
-def _mean_ci(r: dict, key: str, signed: bool = False) -> Cell:
-    if r[key] is None:
-        return Cell(MISSING)
-    f = "{:+.2f}" if signed else "{:.2f}"
-
-    def show(x: float) -> str:
-        return f.format(round(x, 2) + 0.0)  # + 0.0: no "-0.00" for a difference that rounds to zero
-
-    return Cell(f"{show(r[key])} [{show(r[key + '_ci_low'])}, {show(r[key + '_ci_high'])}]")
-
-
-def generalisation_table(long: pl.DataFrame) -> Table:
-    """:func:`generalisation_long` as a table, one row per env, variant and model."""
-    header = [
-        Cell(t)
-        for t in (
-            "env",
-            "dataset",
-            "model",
-            "seeds",
-            "B held-out (unit)",
-            "HV / B, variant",
-            "HV / B, complete data",
-            "variant − complete",
-        )
-    ]
-    rows = []
-    for r in long.iter_rows(named=True):
-        seeds = str(r["n_seeds"]) + (f" ({r['n_paired']} paired)" if r["n_paired"] != r["n_seeds"] else "")
-        b = MISSING if r["b_held_out"] is None else f"{fmt_number(r['b_held_out'])[0]} (×{unit_label(r['unit'])})"
-        rows.append(
-            [
-                Cell(r["env"]),
-                Cell(dataset_label(r["quality"], r["entropy"])),
-                Cell(display_name(r["model"])),
-                Cell(seeds),
-                Cell(b),
-                _mean_ci(r, "variant"),
-                _mean_ci(r, "complete"),
-                _mean_ci(r, "difference", signed=True),
-            ]
-        )
-    notes = [
-        "On the held-out preferences only: the grid points whose w₁ lies in a band the variant removed from its data. "
-        "HV / B there: the HV of the returns a run reached at those points divided by the HV of the behavior policy's "
-        "returns at the same points (its evaluation on the grid: the data's own front, B elsewhere, has no returns "
-        "per preference point). Variant: runs trained on the variant; complete data: the same model and seeds trained on the "
-        "complete data, evaluated on the same grid.",
-        f"Mean over seeds [95% percentile-bootstrap interval, {REPS} resamples]; variant − complete is paired by seed. "
-        "A difference whose interval contains 0 is not resolved by this experiment; with 3 seeds intervals are coarse.",
-    ]
-    return Table(
-        "Generalisation to held-out preferences: HV / B there, trained on the variant vs. the complete data",
-        header,
-        rows,
-        notes,
-        n_label_columns=4,
-    )
-
-
-def generalisation_iqm_table(metrics: pl.DataFrame, long: pl.DataFrame) -> tuple[Table, pl.DataFrame]:
-    """Per coverage (each variant kind, then all together) and model: the interquartile mean over
-    rows and seeds of the held-out HV / B of the runs trained on the variant and of those trained on
-    the complete data, each with its stratified-bootstrap interval. A row enters only where every
-    model has the same number of seeds with both scores (the shape :func:`morl.stats.iqm_intervals`
-    needs)."""
-    from morl.stats import iqm_intervals
-
-    models = model_order(long["model"].unique().to_list()) if len(long) else []
-    kinds = sorted(long["coverage"].unique().to_list()) if len(long) else []
-    records = []
-    for kind in [*kinds, "all"] if len(kinds) > 1 else kinds:
-        part = long if kind == "all" else long.filter(pl.col("coverage") == kind)
-        keys = part.select("env", "quality", "entropy").unique(maintain_order=True).iter_rows()
-        per_row = {k: {m: held_out_scores(metrics, k, m).drop_nulls() for m in models} for k in keys}
-        kept = [
-            k
-            for k, by_model in per_row.items()
-            if len({len(v) for v in by_model.values()}) == 1 and len(next(iter(by_model.values())))
-        ]
-        if not kept:
-            continue
-        for data in ("variant", "complete"):
-            scores = {m: np.stack([per_row[k][m][data].to_numpy() for k in kept], axis=1) for m in models}
-            for m, (point, low, high) in iqm_intervals(scores, CONFIDENCE, REPS, STATS_SEED).items():
-                records.append(
-                    {
-                        "coverage": kind,
-                        "data": data,
-                        "model": m,
-                        "iqm": point,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "n_rows": len(kept),
-                        "n_seeds": int(scores[m].shape[0]),
-                    }
-                )
-    frame = pl.DataFrame(
-        records,
-        schema={
-            "coverage": pl.String,
-            "data": pl.String,
-            "model": pl.String,
-            "iqm": pl.Float64,
-            "ci_low": pl.Float64,
-            "ci_high": pl.Float64,
-            "n_rows": pl.Int64,
-            "n_seeds": pl.Int64,
-        },
-    )
-    shown = [k for k in [*kinds, "all"] if k in set(frame["coverage"].to_list())]
-    header = [Cell("model")] + [Cell(f"{k}: {data}") for k in shown for data in ("complete", "variant")]
-    body = []
-    for m in models:
-        cells = [Cell(display_name(m))]
-        for k in shown:
-            for data in ("complete", "variant"):
-                r = frame.filter((pl.col("coverage") == k) & (pl.col("data") == data) & (pl.col("model") == m))
-                cells.append(
-                    Cell(MISSING)
-                    if not len(r)
-                    else Cell(f"{r['iqm'][0]:.2f} [{r['ci_low'][0]:.2f}, {r['ci_high'][0]:.2f}]")
-                )
-        body.append(cells)
-    counts = "; ".join(f"{k}: {frame.filter(pl.col('coverage') == k)['n_rows'][0]} rows" for k in shown)
-    notes = [
-        "Interquartile mean over variant rows and seeds of the HV / B reached at the held-out preferences, by runs "
-        "trained on the complete data and by the same models and seeds trained on the variant, with stratified-"
-        f"bootstrap 95% intervals ({REPS} resamples), after Agarwal et al. (2021). {counts or 'No rows yet'}. A row "
-        "enters only where every model has the same number of seeds with both scores.",
-        "A model generalises where its variant interval matches its complete one; where the two intervals overlap, "
-        "this experiment does not show a cost of the cut.",
-    ]
-    return Table(
-        "Generalisation to held-out preferences: IQM of HV / B there, complete data vs. variant",
-        header,
-        body,
-        notes,
-        n_label_columns=1,
-    ), frame

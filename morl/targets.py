@@ -27,7 +27,8 @@ import polars as pl
 
 from morl.errors import InputError
 from morl.paper import PUBLISHED_ENTROPY, PUBLISHED_HV, published_fraction
-from morl.tables import Cell, Table, dataset_label, display_name, kendall_tau, sort_datasets, to_markdown
+from morl.render import Cell, Table, to_markdown
+from morl.tables import dataset_label, display_name, kendall_tau, sort_datasets
 
 #: MODT(P) and MORvS(P) count as reproduced within this distance of the paper's HV / B.
 CLOSE = 0.10

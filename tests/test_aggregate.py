@@ -18,7 +18,8 @@ from morl.errors import InputError
 from morl.evaluate import write_evaluation
 from morl.metrics import eum, pareto_front
 from morl.paper import PUBLISHED_HV, published_fraction, published_hv
-from morl.tables import kendall_tau, latex_escape
+from morl.render import latex_escape
+from morl.tables import kendall_tau
 
 ENV = "MO-HalfCheetah-v2"  # HV unit 1e6, SP unit 1e4 (the paper's units)
 
@@ -739,7 +740,7 @@ def test_trivial_baseline_ratio_says_when_there_is_none():
 def curves_naming_their_runs(s, sha="ab" * 32):
     """Give every synthetic evaluation its dataset hash, and a curve that names its run, as train
     writes it: model, seed and dataset on every row."""
-    from morl.trainer import write_curve
+    from morl.curves import write_curve
 
     for i, e in enumerate(s["evals"]):
         meta = {"quality": "expert", "entropy": "high", "model": ["dt-p", "dt-p", "bc", "bc"][i], "seed": i % 2}
@@ -771,7 +772,7 @@ def test_a_curve_given_for_another_runs_evaluation_is_refused_naming_both(synthe
     with pytest.raises(FileMismatchError, match=r"curve2\.csv and .*dtp0\.parquet do not belong together: "
                                                 r"model bc in the curve, dt-p in the evaluation"):  # fmt: skip
         run_aggregate(synthetic, plots=False)
-    from morl.trainer import write_curve
+    from morl.curves import write_curve
 
     write_curve(cv[0], [[1, 1.0, 1e-3]], {"model": "dt-p", "seed": 0, "dataset_sha256": "cd" * 32})
     synthetic["curves"][ev[0]] = cv[0]
@@ -781,7 +782,7 @@ def test_a_curve_given_for_another_runs_evaluation_is_refused_naming_both(synthe
 
 def test_curves_that_name_no_run_are_still_plotted(synthetic):
     """A curve written before curves named their run (step, loss, lr only), as docs/*/runs hold."""
-    from morl.trainer import read_curve_run
+    from morl.curves import read_curve_run
 
     assert all(read_curve_run(c) is None for c in synthetic["curves"].values())
     written = run_aggregate(synthetic, plots=True)

@@ -101,12 +101,12 @@ def test_the_committed_tables_allow_for_another_cpu_and_nothing_more(tmp_path, m
     """The front model's predictions and EUM pass through float kernels whose last bits depend on
     the CPU: changed by a relative 1e-8 (more than another CPU changes them), the budget probe's
     tables still compare equal; changed by 1e-3, the comparison names each changed column."""
-    import morl.aggregate
+    import morl.metrics_frame
     from morl.front_model import FrontModel
 
-    predict, eum = FrontModel.predict, morl.aggregate.eum
+    predict, eum = FrontModel.predict, morl.metrics_frame.eum
     monkeypatch.setattr(FrontModel, "predict", lambda self, w: predict(self, w) * (1 + change))
-    monkeypatch.setattr(morl.aggregate, "eum", lambda points: eum(points) * (1 + change))
+    monkeypatch.setattr(morl.metrics_frame, "eum", lambda points: eum(points) * (1 + change))
     probe = ROOT / "docs/unseen/budget-probe"
     out = merged_tables("configs/unseen-budget-probe.yaml", probe / "runs", tmp_path / "merged")
     differ = differences(probe, out, sorted(p.name for p in probe.iterdir() if p.is_file()))
