@@ -46,8 +46,9 @@ import torch
 from gymnasium.utils import seeding
 from torch.utils.flop_counter import FlopCounterMode
 
+from morl.conditioning import initial_targets
 from morl.envs import ENV_SPECS, get_spec, load_model, reset_physics
-from morl.evaluate import evaluate_agent, initial_targets
+from morl.evaluate import evaluate_agent
 from morl.families import family
 from morl.families.peda_agent import Agent, agent_kind
 from morl.families.peda_networks import build_model, is_transformer
@@ -79,9 +80,9 @@ class RecordingAgent:
         self.agent = agent
         self.actions: list[np.ndarray] = []
 
-    def reset(self, preferences, target_returns):
+    def reset(self, preferences, target_returns, generator=None):
         self.actions = []
-        self.agent.reset(preferences, target_returns)
+        self.agent.reset(preferences, target_returns, generator)
 
     def act(self, obs):
         a = self.agent.act(obs)

@@ -216,8 +216,8 @@ class UnweightedTargets:
     def __init__(self, agent):
         self.agent = agent
 
-    def reset(self, preferences, target_returns):
-        self.agent.reset(preferences, target_returns)
+    def reset(self, preferences, target_returns, generator=None):
+        self.agent.reset(preferences, target_returns, generator)
 
     def act(self, obs):
         return self.agent.act(obs)
@@ -239,8 +239,8 @@ class WindowTargets:
     def __init__(self, agent, per_step):
         self.agent, self.per_step = agent, np.asarray(per_step, np.float64)
 
-    def reset(self, preferences, target_returns):
-        self.agent.reset(preferences, self.per_step)
+    def reset(self, preferences, target_returns, generator=None):
+        self.agent.reset(preferences, self.per_step, generator)
 
     def act(self, obs):
         return self.agent.act(obs)
@@ -253,7 +253,7 @@ class WindowTargets:
 
 
 def cmd_falls(args) -> dict:
-    from morl.evaluate import fit_return_regression
+    from morl.conditioning import fit_return_regression
     from morl.families import load_agent
     from morl.rollout import episode_seeds
     from morl.runtime import torch_threads
@@ -264,7 +264,7 @@ def cmd_falls(args) -> dict:
     names = dim_names(env_id, ds.obs_dim)
     agent = load_agent(args.checkpoint)
     mean, std = agent.obs_mean.numpy(), agent.obs_std.numpy()
-    from morl.trainer import observation_stats
+    from morl.normalisation import observation_stats
 
     dmean, dstd = observation_stats(ds.observations)
     print(

@@ -70,7 +70,11 @@ else:
     from pathlib import Path
     from morl.config import train_settings
     from morl.families import family_of
-    from morl.trainer import Dims, dataset_facts, observation_stats
+    try:  # the checkout's own layout: older ones kept these in the trainer
+        from morl.families.base import Dims
+        from morl.normalisation import dataset_facts, observation_stats
+    except ImportError:
+        from morl.trainer import Dims, dataset_facts, observation_stats
     config = "configs/paper-cpu.yaml" if loop in ("dt-p",) else "configs/unseen.yaml"
     settings = train_settings(yaml.safe_load(open(Path(code) / config)), "MO-HalfCheetah-v2", loop)
     if loop == "rvs-p":  # PEDA's size and batch (configs/paper.yaml)

@@ -37,7 +37,8 @@ from morl.config import train_settings  # noqa: E402
 from morl.cpu import configure  # noqa: E402
 from morl.data import load_dataset  # noqa: E402
 from morl.families import family_of  # noqa: E402
-from morl.trainer import Dims, dataset_facts, observation_stats  # noqa: E402
+from morl.families.base import Dims  # noqa: E402
+from morl.normalisation import dataset_facts, observation_stats  # noqa: E402
 
 
 def learner_of(model: str, config: str, data_path: Path):

@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from morl import __version__
 from morl.behavior import load_behavior
+from morl.conditioning import initial_targets, regression_targets
 from morl.coverage import check_derived_from, coverage_record, held_out
 from morl.data import (
     META_KEY,
@@ -53,7 +54,7 @@ from morl.data import (
 )
 from morl.envs import get_spec
 from morl.errors import InputError
-from morl.families import load_agent
+from morl.families import checkpoint_family, load_agent
 from morl.metrics import (
     front_at,
     hypervolume,
@@ -64,11 +65,11 @@ from morl.metrics import (
     sparsity,
     trivial_ratio_text,
 )
+from morl.normalisation import check_reference, resolve_reference
 from morl.preferences import default_divisions, simplex_grid
 from morl.progress import Progress, log
 from morl.rollout import BehaviorAgent, Controller, episode_seeds, rollout, rollout_sequential
 from morl.runtime import torch_threads
-from morl.trainer import check_reference, resolve_reference
 
 
 class ConstantAgent:
@@ -78,7 +79,7 @@ class ConstantAgent:
         self.action = np.asarray(action, np.float32)
         self.n = 0
 
-    def reset(self, preferences, target_returns) -> None:
+    def reset(self, preferences, target_returns, generator=None) -> None:
         self.n = len(preferences)
 
     def act(self, obs):
@@ -96,7 +97,7 @@ class RandomAgent:
         self.rng = np.random.default_rng(seed)
         self.n = 0
 
-    def reset(self, preferences, target_returns) -> None:
+    def reset(self, preferences, target_returns, generator=None) -> None:
         self.n = len(preferences)
 
     def act(self, obs):
@@ -104,40 +105,6 @@ class RandomAgent:
 
     def observe(self, actions, rewards) -> None:
         pass
-
-
-def fit_return_regression(traj_preferences: np.ndarray, traj_returns: np.ndarray) -> np.ndarray:
-    """Least-squares fit of each objective's return on the preference (with intercept), in float64.
-
-    Returns ``coef`` of shape ``(n_obj, n_obj + 1)``: ``R_i(w) = coef[i, :-1] . w + coef[i, -1]``.
-
-    Preferences lie on the simplex, so the columns of ``[w, 1]`` are collinear: only a slope along
-    the simplex is identifiable, and a plain least-squares fit of ``[w, 1]`` is ill-conditioned (on
-    float32 preferences, which sum to 1 only to ~1e-7, it fits that rounding and returns
-    coefficients of 1e7 and more that cancel). The fit therefore centres the data (as
-    scikit-learn's ``LinearRegression``, which PEDA uses, does), removes the all-ones direction from
-    the centred preferences, and takes the minimum-norm slope: it is orthogonal to ``(1, ..., 1)``,
-    and the intercept is the mean return less the slope at the mean preference. On the simplex the
-    predictions are those of any exact least-squares fit; a direction the data do not vary along (one
-    trajectory, one preference) gets slope 0, so the prediction there is the mean return.
-    """
-    W = np.asarray(traj_preferences, np.float64)
-    R = np.asarray(traj_returns, np.float64)
-    if W.ndim != 2 or R.ndim != 2 or len(W) != len(R) or not len(W):
-        raise ValueError(f"preferences {W.shape} and returns {R.shape}: need (n, n_obj) each, n >= 1")
-    w_mean, r_mean = W.mean(axis=0), R.mean(axis=0)
-    centred = W - w_mean
-    centred -= centred.mean(axis=1, keepdims=True)  # the component along (1, ..., 1) is rounding only
-    slope, *_ = np.linalg.lstsq(centred, R - r_mean, rcond=None)  # (n_obj, n_obj): column i is R_i's
-    intercept = r_mean - w_mean @ slope
-    return np.hstack([slope.T, intercept[:, None]])
-
-
-def initial_targets(coef: np.ndarray, preferences: np.ndarray) -> np.ndarray:
-    """``g0 = w * R(w)`` elementwise, with ``R`` from :func:`fit_return_regression`."""
-    W = np.asarray(preferences, np.float64)
-    predicted = W @ coef[:, :-1].T + coef[:, -1]
-    return W * predicted
 
 
 def summarize(preferences: np.ndarray, returns: np.ndarray) -> dict[str, float]:
@@ -168,15 +135,27 @@ def evaluate_agent(
     progress: bool = True,
     desc: str = "evaluate",
     workers: int = 1,
+    target_fn=None,
 ) -> dict[str, Any]:
     """Roll ``agent`` out on the whole grid; return per-point arrays and the summary.
 
     Per point: preference, target (``g0``), return vector and length averaged over ``episodes``
     episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).  ``workers``
-    cores step the physics; the result does not depend on their number.
+    cores step the physics; the result does not depend on their number. ``target_fn(preferences)``,
+    if given, makes the initial targets in place of the regression ``coef`` (:func:`grid_targets`).
     """
     return _evaluate_grid(
-        env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=False, workers=workers
+        env_id,
+        agent,
+        divisions,
+        episodes,
+        seed,
+        coef,
+        progress,
+        desc,
+        sequential=False,
+        workers=workers,
+        target_fn=target_fn,
     )
 
 
@@ -201,10 +180,23 @@ def evaluate_sequential(
 EVALUATION_TORCH_THREADS = 1
 
 
-def _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential, workers=1):
+def grid_targets(prefs: np.ndarray, coef, target_fn) -> np.ndarray:
+    """The initial target returns at the grid's preferences: ``target_fn(prefs)`` if given (checked:
+    one finite row per preference), else :func:`initial_targets` of the regression ``coef``, else zeros."""
+    if target_fn is None:
+        return initial_targets(coef, prefs) if coef is not None else np.zeros_like(prefs)
+    targets = np.asarray(target_fn(prefs), np.float64)
+    if targets.shape != prefs.shape or not np.isfinite(targets).all():
+        raise ValueError(f"initial targets must be finite, of shape {prefs.shape}; got shape {targets.shape}")
+    return targets
+
+
+def _evaluate_grid(
+    env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential, workers=1, target_fn=None
+):
     spec = get_spec(env_id)
     prefs = simplex_grid(spec.n_obj, divisions or default_divisions(spec.n_obj))
-    targets = initial_targets(coef, prefs) if coef is not None else np.zeros_like(prefs)
+    targets = grid_targets(prefs, coef, target_fn)
     seeds = episode_seeds(seed, len(prefs), episodes)
     total_ret = np.zeros((len(prefs), spec.n_obj))
     total_len = np.zeros(len(prefs))
@@ -307,6 +299,11 @@ def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndar
     return record, load_trajectories(coverage_source).traj_returns
 
 
+def family_module(checkpoint: str | os.PathLike):
+    """The module of the family whose final checkpoint this is."""
+    return checkpoint_family(checkpoint).load()
+
+
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
     dataset: str | os.PathLike,
@@ -359,14 +356,21 @@ def evaluate_checkpoint(
         if reference != Path(dataset):
             check_reference(reference, ds_meta, dataset)
             ds = load_trajectories(reference)
-    coef = fit_return_regression(ds.traj_preferences, ds.traj_returns)
+    make_targets = getattr(family_module(checkpoint), "initial_targets", regression_targets)
+    record: dict[str, Any] = {}
+
+    def target_fn(prefs: np.ndarray) -> np.ndarray:
+        targets, made = make_targets(prefs, ds.traj_preferences, ds.traj_returns)
+        record.update(made)
+        return targets
+
     result = evaluate_agent(
         env_id,
         agent,
         divisions,
         episodes,
         seed,
-        coef=coef,
+        target_fn=target_fn,
         progress=progress,
         desc=f"evaluate {Path(checkpoint).parent}",
         workers=workers,
@@ -393,7 +397,8 @@ def evaluate_checkpoint(
         "reference_dataset_sha256": None if reference is None else trained["reference_dataset_sha256"],
         "eval_seed": seed,
         "episodes": episodes,
-        "target_regression": coef.tolist(),
+        # how the initial targets were made (PEDA's: the regression's coefficients, "target_regression")
+        **record,
         # what the run was trained with (its seed apart), so that runs of one cell can be checked to
         # differ in their seed only
         "train_settings": result_settings(trained.get("settings")),

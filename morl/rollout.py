@@ -16,14 +16,20 @@ import numpy as np
 import torch
 
 from morl.envs import BatchedEnv, get_spec, make_env
+from morl.normalisation import STATE_CLIP
 from morl.progress import Progress
-from morl.trainer import STATE_CLIP
 
 
 class Controller(Protocol):
     """What a rollout needs from a policy: a batched, stateful controller."""
 
-    def reset(self, preferences: np.ndarray, target_returns: np.ndarray) -> None: ...
+    def reset(
+        self, preferences: np.ndarray, target_returns: np.ndarray, generator: torch.Generator | None = None
+    ) -> None:
+        """Start one episode per row; ``generator``: a seeded CPU generator, the only source of
+        randomness of an agent that samples (the rollouts always pass one)."""
+        ...
+
     def act(self, obs: np.ndarray) -> np.ndarray: ...
     def observe(self, actions: np.ndarray, rewards: np.ndarray) -> None: ...
 
@@ -82,12 +88,15 @@ class TrainedAgent:
         self.timestep = 0
         self._awaiting_observe = False
         self._w: torch.Tensor | None = None
+        self.generator: torch.Generator | None = None
 
     def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
         return as_batch(name, array, width, self.batch_size, self.device, dtype)
 
-    def reset(self, preferences, target_returns) -> None:
-        """Start a batch of episodes: preferences w (B, n_obj) and the raw target returns (B, n_obj)."""
+    def reset(self, preferences, target_returns, generator: torch.Generator | None = None) -> None:
+        """Start a batch of episodes: preferences w (B, n_obj) and the raw target returns (B, n_obj);
+        ``generator`` (kept as ``self.generator``) for a family whose agent samples."""
+        self.generator = generator
         self.batch_size = 0
         w = self._as_batch("preferences", preferences, self.n_obj, torch.float64)
         self.batch_size = int(w.shape[0])
@@ -140,7 +149,7 @@ class BehaviorAgent:
         self.policy = policy
         self.prefs: np.ndarray | None = None
 
-    def reset(self, preferences, target_returns) -> None:
+    def reset(self, preferences, target_returns, generator=None) -> None:
         self.prefs = np.asarray(preferences, np.float32)
 
     def act(self, obs):
@@ -171,6 +180,13 @@ def episode_seeds(seed: int, n_points: int, episodes: int) -> np.ndarray:
     return ss.generate_state(episodes * n_points, dtype=np.uint32).reshape(episodes, n_points).astype(np.int64)
 
 
+def agent_generator(seeds: np.ndarray) -> torch.Generator:
+    """The CPU generator an agent gets for episodes started with the env seeds ``seeds``: seeded
+    from all of them, so each episode set gets its own stream and a rerun the same one."""
+    seed = np.random.SeedSequence([int(s) for s in np.asarray(seeds).reshape(-1)]).generate_state(2, np.uint32)
+    return torch.Generator(device="cpu").manual_seed(int(seed[0]) << 32 | int(seed[1]))
+
+
 def rollout(
     env_id: str,
     agent: Controller,
@@ -185,7 +201,7 @@ def rollout(
     B = len(preferences)
     with BatchedEnv(env_id, B, num_workers=workers) as env:
         obs = env.reset(seeds)
-        agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32))
+        agent.reset(np.asarray(preferences, np.float32), np.asarray(targets, np.float32), agent_generator(seeds))
         returns = np.zeros((B, env.n_obj), np.float64)
         while not env.done:
             act = agent.act(obs)
@@ -216,7 +232,7 @@ def rollout_sequential(
     returns = np.zeros((B, spec.n_obj), np.float64)
     lengths = np.zeros(B, np.int64)
     for i in range(B):
-        agent.reset(preferences[i : i + 1], targets[i : i + 1])
+        agent.reset(preferences[i : i + 1], targets[i : i + 1], agent_generator(seeds[i : i + 1]))
         obs, _ = env.reset(seed=int(seeds[i]))
         episode_return = np.zeros(spec.n_obj, np.float64)
         t = 0

@@ -349,8 +349,8 @@ def test_outputs_get_the_mode_of_a_normal_write(tmp_path, umask, mode):
     import stat
     from pathlib import Path
 
+    from morl.curves import write_curve
     from morl.data import atomic_write
-    from morl.trainer import write_curve
 
     old = os.umask(umask)
     try:

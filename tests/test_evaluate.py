@@ -25,21 +25,22 @@ import pytest
 import torch
 
 from morl.behavior import BehaviorPolicy, train_behavior
+from morl.checkpoints import CheckpointError
+from morl.conditioning import fit_return_regression
 from morl.data import load_dataset
 from morl.envs import get_spec
 from morl.evaluate import (
     evaluate_agent,
     evaluate_checkpoint,
     evaluate_sequential,
-    fit_return_regression,
     read_evaluation,
 )
 from morl.families import family, load_agent, train
 from morl.families.peda_agent import Agent, agent_kind
 from morl.families.peda_networks import MODEL_NAMES, build_model
+from morl.normalisation import observation_stats
 from morl.preferences import default_divisions, simplex_grid
 from morl.rollout import BehaviorAgent, episode_seeds, rollout, rollout_sequential
-from morl.trainer import CheckpointError, observation_stats
 
 
 def full(settings: dict) -> dict:

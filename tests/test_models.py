@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from morl.checkpoints import CheckpointError
 from morl.data import Dataset, write_dataset
 from morl.families import family, load_agent, load_checkpoint, train
 from morl.families.peda import predict, prepare_tensors
 from morl.families.peda_networks import MODEL_NAMES, build_model, is_bc, is_transformer, uses_preference
-from morl.trainer import CheckpointError
 
 PEDA = family("peda")
 DISPLAY_NAMES = {m.name: m.display for m in PEDA.models}

@@ -10,12 +10,11 @@ import morl.behavior.td3 as behavior_mod
 from morl.aggregate import aggregate, collect_metrics
 from morl.behavior import BehaviorPolicy, train_behavior
 from morl.collect import amateur_actions, collect_dataset
+from morl.conditioning import fit_return_regression, initial_targets
 from morl.data import load_dataset, read_meta
 from morl.evaluate import (
     evaluate_agent,
     evaluate_behavior,
-    fit_return_regression,
-    initial_targets,
     read_evaluation,
     write_evaluation,
 )

@@ -10,12 +10,14 @@ import pytest
 import torch
 
 import morl.trainer as training
+from morl import curves
+from morl.checkpoints import CHECKPOINT_KEYS
 from morl.data import Dataset, write_dataset
 from morl.errors import InputError
 from morl.families import family, load_agent, peda, train
 from morl.families.peda import action_loss, batch_loss, gather_batch, prepare_tensors, returns_to_go, sample_indices
 from morl.families.peda_networks import ActionHead, build_model
-from morl.trainer import CHECKPOINT_KEYS, observation_stats
+from morl.normalisation import observation_stats
 
 
 def full(settings: dict) -> dict:
@@ -493,7 +495,7 @@ def test_reference_dataset_of_another_env_or_behavior_policy_is_refused(tmp_path
 def test_state_statistics_are_numpys_float64_mean_and_std_computed_in_blocks(monkeypatch):
     """The statistics are computed a block of rows at a time (no float64 copy of all states); they
     equal numpy's over the whole float64 array, and a constant dimension gets std 1."""
-    import morl.trainer
+    import morl.normalisation
 
     rng = np.random.default_rng(3)
     obs = (rng.normal(size=(1001, 9)) * rng.uniform(0.1, 50, 9) + rng.uniform(-100, 100, 9)).astype(np.float32)
@@ -502,7 +504,7 @@ def test_state_statistics_are_numpys_float64_mean_and_std_computed_in_blocks(mon
     want_std = whole.std(axis=0)
     want_std[4] = 1.0
     for block in (7, 1000, 1001, 5000):
-        monkeypatch.setattr(morl.trainer, "_STATS_BLOCK_ROWS", block)
+        monkeypatch.setattr(morl.normalisation, "_STATS_BLOCK_ROWS", block)
         mean, std = observation_stats(obs)
         assert mean.dtype == std.dtype == np.float32
         np.testing.assert_array_equal(mean, whole.mean(axis=0).astype(np.float32), err_msg=f"block {block}")
@@ -574,28 +576,28 @@ def test_the_training_curve_names_its_run_on_every_row(dataset_path, tmp_path):
     assert list(rows[0]) == ["step", "loss", "lr", "model", "seed", "dataset_sha256"]
     assert int(rows[-1]["step"]) == HP["steps"] and all(np.isfinite(float(r["loss"])) for r in rows)
     assert {(r["model"], r["seed"], r["dataset_sha256"]) for r in rows} == {("rvs-p", "3", sha)}
-    assert training.read_curve_run(curve_path) == {"model": "rvs-p", "seed": 3, "dataset_sha256": sha}
+    assert curves.read_curve_run(curve_path) == {"model": "rvs-p", "seed": 3, "dataset_sha256": sha}
 
 
 def test_a_curve_that_names_no_run_reads_as_none_and_a_muddled_one_is_refused(tmp_path):
     old = tmp_path / "old.csv"
-    training.write_curve(old, [[1, 0.5, 1e-3], [2, 0.25, 1e-3]])
+    curves.write_curve(old, [[1, 0.5, 1e-3], [2, 0.25, 1e-3]])
     assert old.read_text().splitlines()[0] == "step,loss,lr"
-    assert training.read_curve_run(old) is None
+    assert curves.read_curve_run(old) is None
     partial = tmp_path / "partial.csv"
     partial.write_text("step,loss,lr,model,seed\n1,0.5,0.001,dt-p,0\n")
     with pytest.raises(InputError, match=r"partial\.csv: a training curve that names its run needs the column"):
-        training.read_curve_run(partial)
+        curves.read_curve_run(partial)
     mixed = tmp_path / "mixed.csv"
-    training.write_curve(mixed, [[1, 0.5, 1e-3]], {"model": "dt-p", "seed": 0, "dataset_sha256": "ab" * 32})
+    curves.write_curve(mixed, [[1, 0.5, 1e-3]], {"model": "dt-p", "seed": 0, "dataset_sha256": "ab" * 32})
     lines = mixed.read_text().splitlines()
     mixed.write_text("\n".join([*lines, lines[-1].replace(",dt-p,0,", ",dt-p,1,")]) + "\n")
     with pytest.raises(InputError, match=r"mixed\.csv: the rows of this training curve do not all name one run"):
-        training.read_curve_run(mixed)
+        curves.read_curve_run(mixed)
     seedless = tmp_path / "seedless.csv"
     seedless.write_text(lines[0] + "\n" + lines[1].replace(",dt-p,0,", ",dt-p,x,") + "\n")
     with pytest.raises(InputError, match=r"seedless\.csv: the training curve's seed 'x' is not a whole number"):
-        training.read_curve_run(seedless)
+        curves.read_curve_run(seedless)
 
 
 def test_every_committed_curve_is_still_read():
@@ -604,8 +606,8 @@ def test_every_committed_curve_is_still_read():
 
     import polars as pl
 
-    curves = sorted((Path(__file__).resolve().parents[1] / "docs").glob("*/**/runs/**/curve.csv"))
-    assert curves
-    for path in curves[::25]:
-        assert training.read_curve_run(path) is None
+    committed = sorted((Path(__file__).resolve().parents[1] / "docs").glob("*/**/runs/**/curve.csv"))
+    assert committed
+    for path in committed[::25]:
+        assert curves.read_curve_run(path) is None
         assert {"step", "loss"} <= set(pl.read_csv(path).columns)

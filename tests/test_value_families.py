@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from morl import families, trainer
+from morl import checkpoints, families, trainer
+from morl.checkpoints import CheckpointError
 from morl.data import Dataset, load_dataset, write_dataset
 from morl.errors import InputError
 from morl.families import family, family_of, iql, td3bc, value
-from morl.trainer import CheckpointError
 
 TD3BC, IQL, CQL = family("td3bc"), family("iql"), family("cql")
 OBS_DIM, ACT_DIM, N_OBJ = 3, 2, 2
@@ -199,7 +199,7 @@ def test_same_seed_same_bytes_and_the_agent_acts_within_bounds(model, dataset_pa
     assert rows[0][:3] == ["step", "loss", "lr"] and [int(r[0]) for r in rows[1:]] == list(range(1, 11))
 
     ckpt = torch.load(tmp_path / "a.pt", weights_only=True)
-    for key in (*trainer.CHECKPOINT_KEYS, *value.CHECKPOINT_KEYS):
+    for key in (*checkpoints.CHECKPOINT_KEYS, *value.CHECKPOINT_KEYS):
         assert key in ckpt
     fam = family_of(model)
     assert ckpt["format"] == fam.checkpoint_format and ckpt["model_name"] == model and ckpt["family"] == fam.name
@@ -240,12 +240,12 @@ def test_statistics_from_expert_high_and_the_definitions_check(dataset_path, tmp
     np.testing.assert_allclose(ckpt["obs_mean"].numpy(), ds.observations.mean(0) + 4.0, rtol=1e-5)
     assert ckpt["reference_dataset_sha256"] is not None
 
-    agent = trainer.load_agent(
+    agent = checkpoints.load_agent(
         IQL, tmp_path / "m.pt", definitions={"statistics_from": "expert-high", "returns_to_go": "peda"}
     )
     assert agent.training["statistics_from"] == "expert-high"
     with pytest.raises(CheckpointError, match="statistics_from: expert-high.*statistics_from: dataset") as info:
-        trainer.load_agent(IQL, tmp_path / "m.pt", definitions={"statistics_from": "dataset"})
+        checkpoints.load_agent(IQL, tmp_path / "m.pt", definitions={"statistics_from": "dataset"})
     assert str(tmp_path / "m.pt") in str(info.value)
     with pytest.raises(InputError, match="reference dataset"):
         families.train(dataset_path, "iql-p", 0, settings, tmp_path / "n.pt", device="cpu", progress=False)
@@ -256,13 +256,13 @@ def test_foreign_partial_and_missing_checkpoints_are_refused(dataset_path, tmp_p
     families.train(dataset_path, "bc", 0, dict(steps=2, batch_size=4, hidden=8, depth=1, context_length=2,
                eval_context_length=2, statistics_from="dataset"), peda, device="cpu", progress=False)  # fmt: skip
     with pytest.raises(CheckpointError, match="not a td3bc agent checkpoint") as info:
-        trainer.load_agent(TD3BC, peda)
+        checkpoints.load_agent(TD3BC, peda)
     assert str(peda) in str(info.value)
 
     families.train(dataset_path, "iql-p", 0, tiny(steps=2, checkpoint_every=0), tmp_path / "iql.pt",
               device="cpu", progress=False)  # fmt: skip
     with pytest.raises(CheckpointError, match="not a cql agent checkpoint"):
-        trainer.load_agent(CQL, tmp_path / "iql.pt")
+        checkpoints.load_agent(CQL, tmp_path / "iql.pt")
 
     with monkeypatch.context() as m:
         kill_after_partial_saves(m, 1)
@@ -270,18 +270,18 @@ def test_foreign_partial_and_missing_checkpoints_are_refused(dataset_path, tmp_p
             families.train(dataset_path, "cql-p", 0, TINY, tmp_path / "c.pt", device="cpu", progress=False)
     partial = tmp_path / "c.pt.partial"
     with pytest.raises(CheckpointError, match="partial training state") as info:
-        trainer.load_agent(CQL, partial)
+        checkpoints.load_agent(CQL, partial)
     assert str(partial) in str(info.value)
 
     with pytest.raises(CheckpointError, match="does not exist") as info:
-        trainer.load_agent(TD3BC, tmp_path / "nothing.pt")
+        checkpoints.load_agent(TD3BC, tmp_path / "nothing.pt")
     assert str(tmp_path / "nothing.pt") in str(info.value)
 
     ckpt = torch.load(tmp_path / "iql.pt", weights_only=True)
     del ckpt["obs_std"]
     torch.save(ckpt, tmp_path / "broken.pt")
     with pytest.raises(CheckpointError, match="lacks key.*obs_std"):
-        trainer.load_agent(IQL, tmp_path / "broken.pt")
+        checkpoints.load_agent(IQL, tmp_path / "broken.pt")
 
 
 @pytest.mark.parametrize(

@@ -12,14 +12,15 @@ import torch
 import yaml
 from test_training import make_dataset
 
-from morl import families, trainer
+from morl import checkpoints, families, trainer
+from morl.checkpoints import CheckpointError
 from morl.config import ConfigError, train_settings, validate_config
 from morl.data import Dataset, write_dataset
 from morl.errors import InputError
 from morl.families import family, hyper, manifold, peda
+from morl.families.base import Dims
 from morl.families.peda_agent import KINDS, Agent, agent_kind
 from morl.families.peda_networks import MODEL_NAMES, build_model
-from morl.trainer import CheckpointError, Dims
 
 HYPER, MANIFOLD = family("hyper"), family("manifold")
 MODELS = ["rvs-hn", "rvs-pml"]
@@ -122,7 +123,7 @@ def test_same_seed_same_bytes_and_the_agent_acts_in_batch(model, dataset_path, t
 
     ckpt = torch.load(tmp_path / "a.pt", weights_only=True)
     fam = families.family_of(model)
-    for key in (*trainer.CHECKPOINT_KEYS, *fam.load().CHECKPOINT_KEYS):
+    for key in (*checkpoints.CHECKPOINT_KEYS, *fam.load().CHECKPOINT_KEYS):
         assert key in ckpt
     assert ckpt["format"] == fam.checkpoint_format and ckpt["family"] == fam.name and ckpt["model_name"] == model
     assert ckpt["settings"] == fam.resolve_settings(settings) and ckpt["returns_to_go"] == "peda"
@@ -150,7 +151,7 @@ def test_same_seed_same_bytes_and_the_agent_acts_in_batch(model, dataset_path, t
 
     other = "manifold" if model == "rvs-hn" else "hyper"
     with pytest.raises(CheckpointError, match=f"not a {other} agent checkpoint"):
-        trainer.load_agent(family(other), tmp_path / "a.pt")
+        checkpoints.load_agent(family(other), tmp_path / "a.pt")
     with pytest.raises(CheckpointError, match="returns_to_go: peda.*returns_to_go: weighted"):
         families.load_agent(tmp_path / "a.pt", definitions={"returns_to_go": "weighted", "statistics_from": "dataset"})
 
@@ -280,5 +281,5 @@ def test_peda_s_agent_kinds_come_from_its_model_names_and_others_are_refused():
 
 def test_they_reuse_peda_s_training_pieces():
     for module in (hyper, manifold):
-        assert module.prepare is peda.prepare and issubclass(module.Learner, peda.ActionRegression)
+        assert module.prepare is peda.prepare and issubclass(module.Learner, peda.SequenceLearner)
         assert module.DEFINITIONS == peda.DEFINITIONS and module.CHECKPOINT_KEYS == peda.CHECKPOINT_KEYS

@@ -10,11 +10,13 @@ derives from :data:`FAMILIES`: the config schema and validation (:mod:`morl.conf
 line (:mod:`morl.cli`), the Snakemake wildcard constraint (``rules/common.smk``), the tables'
 column order, the plots' colors and the paper comparison.
 
-The module of a family defines what :mod:`morl.trainer` lists: ``Settings`` (a frozen dataclass
-whose defaults are its source's, a comment per field), ``RULES`` (and optionally
-``check_settings``), ``DEFINITIONS``, ``prepare``, ``Learner``, ``build_agent``,
-``FORMAT_VERSION``, ``READS_VERSIONS`` and ``CHECKPOINT_KEYS``. Adding a family is that module
-and one :class:`Family` line below (README, "Adding an agent family").
+The module of a family satisfies the contract of :mod:`morl.families.base`
+(:class:`~morl.families.base.FamilyModule`): ``Settings`` (a frozen dataclass deriving from
+``CoreSettings``, whose defaults are its source's and whose every field says what it is),
+``RULES`` (and optionally ``check_settings``), ``DEFINITIONS``, ``prepare``, ``Learner``,
+``build_agent``, ``FORMAT_VERSION``, ``READS_VERSIONS``, ``CHECKPOINT_KEYS`` and optionally
+``initial_targets``. Adding a family is that module and one :class:`Family` line below (README,
+"Adding an agent family").
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ PALETTE = (
 )
 
 
+#: The family modules checked against the contract so far in this process.
+_CHECKED: set[str] = set()
+
+
 @dataclass(frozen=True)
 class Model:
     name: str  # in configs, on the command line and in paths
@@ -80,8 +86,14 @@ class Family:
     checkpoint_format: str  # the "format" string its final checkpoints record
 
     def load(self) -> ModuleType:
-        """The family's module (imported on first use: it imports torch)."""
-        return importlib.import_module(self.module)
+        """The family's module (imported on first use: it imports torch), checked against the
+        family contract (:mod:`morl.families.base`); one that breaks it is refused with a TypeError
+        naming what it lacks."""
+        module = importlib.import_module(self.module)
+        if self.module not in _CHECKED:
+            importlib.import_module("morl.families.base").check_family_module(module)
+            _CHECKED.add(self.module)
+        return module
 
     def display(self, model: str) -> str:
         return next(m.display for m in self.models if m.name == model)
@@ -195,6 +207,11 @@ def _trainer() -> ModuleType:
     return importlib.import_module("morl.trainer")
 
 
+def _checkpoints() -> ModuleType:
+    # imported on use, as the trainer
+    return importlib.import_module("morl.checkpoints")
+
+
 def train(
     dataset_path, model_name: str, seed: int, settings: dict | None, checkpoint_path, curve_path=None, **kwargs
 ) -> dict[str, Any]:
@@ -206,31 +223,31 @@ def train(
 
 def checkpoint_family(path: os.PathLike | str) -> Family:
     """The family of a final checkpoint; a file that is no final checkpoint of any family is refused
-    with a :class:`~morl.trainer.CheckpointError` naming it."""
-    trainer = _trainer()
-    ckpt = trainer.read_checkpoint_dict(path)
+    with a :class:`~morl.checkpoints.CheckpointError` naming it."""
+    checkpoints = _checkpoints()
+    ckpt = checkpoints.read_checkpoint_dict(path)
     fmt = ckpt.get("format")
     fam = next((f for f in FAMILIES if f.checkpoint_format == fmt), None)
     if fam is None:
-        raise trainer.CheckpointError(path, f"not a morl agent checkpoint (format {fmt!r})")
+        raise checkpoints.CheckpointError(path, f"not a morl agent checkpoint (format {fmt!r})")
     return fam
 
 
 def checkpoint_model(path: os.PathLike | str) -> str:
     """The model a final checkpoint holds (refused, naming the file, if it is no known model's)."""
     fam = checkpoint_family(path)
-    trainer = _trainer()
-    name = trainer.read_checkpoint_dict(path).get("model_name")
+    checkpoints = _checkpoints()
+    name = checkpoints.read_checkpoint_dict(path).get("model_name")
     if name not in {m.name for m in fam.models}:
-        raise trainer.CheckpointError(path, f"unknown model {name!r} in a {fam.name} checkpoint")
+        raise checkpoints.CheckpointError(path, f"unknown model {name!r} in a {fam.name} checkpoint")
     return name
 
 
 def load_checkpoint(path: os.PathLike | str) -> dict[str, Any]:
-    """Read and check a final checkpoint of any family (:func:`morl.trainer.load_checkpoint`)."""
-    return _trainer().load_checkpoint(checkpoint_family(path), path)
+    """Read and check a final checkpoint of any family (:func:`morl.checkpoints.load_checkpoint`)."""
+    return _checkpoints().load_checkpoint(checkpoint_family(path), path)
 
 
 def load_agent(path: os.PathLike | str, device: str = "cpu", definitions: dict | None = None):
     """The batched evaluation agent of any family's final checkpoint."""
-    return _trainer().load_agent(checkpoint_family(path), path, device=device, definitions=definitions)
+    return _checkpoints().load_agent(checkpoint_family(path), path, device=device, definitions=definitions)

@@ -43,8 +43,8 @@ import torch.nn.functional as F
 
 from morl import settings as rules
 from morl.families import family, value
+from morl.families.base import CoreSettings, Dims, setting
 from morl.families.value import Policy, Scalar, TwinCritic
-from morl.trainer import Dims
 
 # What the training core (morl.trainer) reads from a family module beyond the settings and the
 # learner: the value-based families share their checkpoint format and their view of the data.
@@ -56,21 +56,21 @@ prepare = value.prepare
 
 
 @dataclass(frozen=True)
-class Settings:
-    steps: int = 1_000_000  # critic updates (CORL's max_timesteps)
-    batch_size: int = 256  # transitions per batch (CORL)
-    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not CORL's
-    hidden: int = 256  # hidden width of actor and critics (CORL; Kumar et al.)
-    depth: int = 3  # hidden layers (CORL: three of 256)
-    statistics_from: str = "dataset"  # state statistics of the training dataset (CORL's)
-    discount: float = 0.99  # discount factor (CORL)
-    tau: float = 0.005  # Polyak rate of the target critics (CORL)
-    reward_scale: float = 1.0  # one factor on every objective's reward (CORL: 1)
-    policy_lr: float = 3e-5  # actor and entropy-temperature learning rate (CORL: 3e-5; Kumar et al.: 1e-4)
-    q_lr: float = 3e-4  # critic learning rate (CORL; Kumar et al.)
-    cql_alpha: float = 10.0  # weight of the CQL(H) regulariser, fixed (CORL: 10; Kumar et al. 5 on Gym)
-    cql_n_actions: int = 10  # actions sampled per state for the log-sum-exp, of each kind (CORL)
-    cql_temp: float = 1.0  # temperature of the log-sum-exp (CORL)
+class Settings(CoreSettings):
+    steps: int = setting(1_000_000, "critic updates (CORL's max_timesteps)")
+    batch_size: int = setting(256, "transitions per batch (CORL)")
+    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not CORL's")
+    hidden: int = setting(256, "hidden width of actor and critics (CORL; Kumar et al.)")
+    depth: int = setting(3, "hidden layers (CORL: three of 256)")
+    statistics_from: str = setting("dataset", "state statistics of the training dataset (CORL's)")
+    discount: float = setting(0.99, "discount factor (CORL)")
+    tau: float = setting(0.005, "Polyak rate of the target critics (CORL)")
+    reward_scale: float = setting(1.0, "one factor on every objective's reward (CORL: 1)")
+    policy_lr: float = setting(3e-5, "actor and entropy-temperature learning rate (CORL: 3e-5; Kumar et al.: 1e-4)")
+    q_lr: float = setting(3e-4, "critic learning rate (CORL; Kumar et al.)")
+    cql_alpha: float = setting(10.0, "weight of the CQL(H) regulariser, fixed (CORL: 10; Kumar et al. 5 on Gym)")
+    cql_n_actions: int = setting(10, "actions sampled per state for the log-sum-exp, of each kind (CORL)")
+    cql_temp: float = setting(1.0, "temperature of the log-sum-exp (CORL)")
 
 
 RULES = {
@@ -135,7 +135,7 @@ class Learner(value.ValueLearner):
         loss.backward()
         opt.step()
 
-    def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings
         s, a, w = batch["states"], batch["actions"], batch["preferences"]
         s2, not_done = batch["next_states"], batch["not_done"]
@@ -184,11 +184,16 @@ class Learner(value.ValueLearner):
         actor_loss = (alpha * logp - q_new).mean()
         self._step(self.optimizers["actor"], actor_loss)
         value.soft_update(self.critic_target, self.critic, settings["tau"])
-        return critic_loss.detach()
+        return {
+            "loss": critic_loss.detach(),
+            "actor_loss": actor_loss.detach(),
+            "alpha": alpha,
+            "cql_penalty": penalty.detach(),
+        }
 
 
 def build_agent(ckpt: dict, device: torch.device) -> value.ValueAgent:
-    """The batched evaluation agent of a checked checkpoint (:func:`morl.trainer.load_agent`)."""
+    """The batched evaluation agent of a checked checkpoint (:func:`morl.checkpoints.load_agent`)."""
     return value.build_agent(_policy(ckpt["model_name"], value.dims_of(ckpt), ckpt["settings"]), ckpt, device)
 
 

@@ -50,8 +50,8 @@ from torch import nn
 
 from morl import settings as rules
 from morl.families import peda
+from morl.families.base import Dims, setting
 from morl.families.peda_networks import ActionBox, average_return_to_go
-from morl.trainer import Dims
 
 DEFINITIONS = ("returns_to_go", "statistics_from")  # PEDA's training definitions
 FORMAT_VERSION = 1
@@ -61,30 +61,24 @@ prepare = peda.prepare  # PEDA's data: normalised states, [-1, 1] actions, its r
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(peda.RegressionSettings):
     """MORvS(P)'s settings (PEDA's defaults) and the hypernetwork's (Hyper-MORL's)."""
 
-    steps: int = 100_000  # optimiser steps; PEDA's MORvS budget (PEDA's code)
-    batch_size: int = 64  # single steps per batch (PEDA's code)
-    lr: float = 1e-4  # AdamW learning rate, hypernetwork included (PEDA's code)
-    weight_decay: float = 1e-3  # AdamW weight decay (PEDA's code)
-    warmup_steps: int = 10_000  # linear learning-rate warm-up (PEDA's code)
-    return_scale: float = 1e-3  # returns-to-go are multiplied by this (PEDA's code, D4MORL's scale)
-    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not PEDA's
-    hidden: int = 512  # width of the trunk and of the generated hidden layer (PEDA's MORvS)
-    depth: int = 3  # hidden layers, the last one generated (PEDA's MORvS)
-    dropout: float = 0.1  # dropout after every hidden layer (PEDA's code)
-    hyper_hidden: int = 128  # width of f's two hidden layers (Hyper-MORL's hypernet.py; PHN's code: 100)
-    hyper_dim: int = 10  # k, the features of f(w) and rows of W (Hyper-MORL's runs, --hypernet-dim 10)
-    hyper_init: float = 0.0  # W starts U(-x, x); 0: the same policy for every w (Hyper-MORL's runs, --W-variance 0)
-    returns_to_go: str = "peda"  # peda: PEDA's code's definitions; weighted: w * R (morl.families.peda)
-    statistics_from: str = "expert-high"  # state statistics of the env's expert High-H data, as PEDA's code
+    steps: int = setting(100_000, "optimiser steps; PEDA's MORvS budget (PEDA's code)")
+    batch_size: int = setting(64, "single steps per batch (PEDA's code)")
+    lr: float = setting(1e-4, "AdamW learning rate, hypernetwork included (PEDA's code)")
+    hidden: int = setting(512, "width of the trunk and of the generated hidden layer (PEDA's MORvS)")
+    depth: int = setting(3, "hidden layers, the last one generated (PEDA's MORvS)")
+    hyper_hidden: int = setting(128, "width of f's two hidden layers (Hyper-MORL's hypernet.py; PHN's code: 100)")
+    hyper_dim: int = setting(10, "k, the features of f(w) and rows of W (Hyper-MORL's runs, --hypernet-dim 10)")
+    hyper_init: float = setting(
+        0.0, "W starts U(-x, x); 0: the same policy for every w (Hyper-MORL's runs, --W-variance 0)"
+    )
 
 
 #: The ranges of the settings shared with MORvS(P) are PEDA's.
-SHARED_RULES = ("warmup_steps", "lr", "weight_decay", "return_scale", "hidden", "depth", "dropout", "returns_to_go")
 RULES = {
-    **{k: peda.RULES[k] for k in SHARED_RULES},
+    **peda.REGRESSION_RULES,
     "hyper_hidden": rules.at_least(1),
     "hyper_dim": rules.at_least(1),
     "hyper_init": rules.non_negative(),
@@ -189,4 +183,4 @@ def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: in
     )
 
 
-Learner, build_agent = peda.on_morvs_backbone(network)
+Learner, build_agent = peda.sequence_family(network)

@@ -38,8 +38,8 @@ import torch.nn.functional as F
 
 from morl import settings as rules
 from morl.families import family, value
+from morl.families.base import CoreSettings, Dims, setting
 from morl.families.value import Policy, StateValue, TwinCritic
-from morl.trainer import Dims
 
 # What the training core (morl.trainer) reads from a family module beyond the settings and the
 # learner: the value-based families share their checkpoint format and their view of the data.
@@ -51,24 +51,28 @@ prepare = value.prepare
 
 
 @dataclass(frozen=True)
-class Settings:
-    steps: int = 1_000_000  # critic updates (the paper: 1M)
-    batch_size: int = 256  # transitions per batch (the paper)
-    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not the paper's
-    hidden: int = 256  # hidden width of every network (the paper)
-    depth: int = 2  # hidden layers (the paper: two of 256)
-    statistics_from: str = "dataset"  # state statistics of the training dataset (the paper's code)
-    discount: float = 0.99  # discount factor (the paper)
-    tau: float = 0.005  # Polyak rate of the target critics (the paper)
-    reward_scale: float = 1.0  # one factor on every objective's reward (the paper rescales per task; here one factor)
-    actor_lr: float = 3e-4  # actor learning rate, before the cosine decay (the paper)
-    critic_lr: float = 3e-4  # critic learning rate (the paper)
-    value_lr: float = 3e-4  # value-function learning rate (the paper)
-    expectile: float = 0.7  # expectile of the value loss (the paper's MuJoCo setting)
-    temperature: float = 3.0  # inverse beta of the advantage weights (the paper's MuJoCo setting)
-    adv_clip: float = 100.0  # cap of the exponentiated advantages (the paper's code)
-    cosine_schedule: bool = True  # the actor's cosine learning-rate decay (the paper's code)
-    relabel: float = 0.5  # share of each batch with fresh Dirichlet(1) preferences (this project's, as TD3+BC(P))
+class Settings(CoreSettings):
+    steps: int = setting(1_000_000, "critic updates (the paper: 1M)")
+    batch_size: int = setting(256, "transitions per batch (the paper)")
+    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not the paper's")
+    hidden: int = setting(256, "hidden width of every network (the paper)")
+    depth: int = setting(2, "hidden layers (the paper: two of 256)")
+    statistics_from: str = setting("dataset", "state statistics of the training dataset (the paper's code)")
+    discount: float = setting(0.99, "discount factor (the paper)")
+    tau: float = setting(0.005, "Polyak rate of the target critics (the paper)")
+    reward_scale: float = setting(
+        1.0, "one factor on every objective's reward (the paper rescales per task; here one factor)"
+    )
+    actor_lr: float = setting(3e-4, "actor learning rate, before the cosine decay (the paper)")
+    critic_lr: float = setting(3e-4, "critic learning rate (the paper)")
+    value_lr: float = setting(3e-4, "value-function learning rate (the paper)")
+    expectile: float = setting(0.7, "expectile of the value loss (the paper's MuJoCo setting)")
+    temperature: float = setting(3.0, "inverse beta of the advantage weights (the paper's MuJoCo setting)")
+    adv_clip: float = setting(100.0, "cap of the exponentiated advantages (the paper's code)")
+    cosine_schedule: bool = setting(True, "the actor's cosine learning-rate decay (the paper's code)")
+    relabel: float = setting(
+        0.5, "share of each batch with fresh Dirichlet(1) preferences (this project's, as TD3+BC(P))"
+    )
 
 
 RULES = {
@@ -133,7 +137,7 @@ class Learner(value.ValueLearner):
         loss.backward()
         opt.step()
 
-    def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings
         s, a, r = batch["states"], batch["actions"], batch["rewards"]
         s2, not_done, w = batch["next_states"], batch["not_done"], batch["preferences"]
@@ -159,11 +163,11 @@ class Learner(value.ValueLearner):
         for sched in self.schedulers.values():
             sched.step()
         value.soft_update(self.critic_target, self.critic, settings["tau"])
-        return critic_loss.detach()
+        return {"loss": critic_loss.detach(), "value_loss": value_loss.detach(), "actor_loss": actor_loss.detach()}
 
 
 def build_agent(ckpt: dict, device: torch.device) -> value.ValueAgent:
-    """The batched evaluation agent of a checked checkpoint (:func:`morl.trainer.load_agent`)."""
+    """The batched evaluation agent of a checked checkpoint (:func:`morl.checkpoints.load_agent`)."""
     return value.build_agent(_policy(ckpt["model_name"], value.dims_of(ckpt), ckpt["settings"]), ckpt, device)
 
 

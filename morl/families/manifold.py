@@ -45,8 +45,8 @@ import torch
 from torch import nn
 
 from morl.families import peda
+from morl.families.base import Dims, setting
 from morl.families.peda_networks import ActionBox, average_return_to_go
-from morl.trainer import Dims
 
 DEFINITIONS = ("returns_to_go", "statistics_from")  # PEDA's training definitions
 FORMAT_VERSION = 1
@@ -56,26 +56,18 @@ prepare = peda.prepare  # PEDA's data: normalised states, [-1, 1] actions, its r
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(peda.RegressionSettings):
     """MORvS(P)'s settings, PEDA's defaults; the number of weight sets is the number of objectives."""
 
-    steps: int = 100_000  # optimiser steps; PEDA's MORvS budget (PEDA's code)
-    batch_size: int = 64  # single steps per batch (PEDA's code)
-    lr: float = 1e-4  # AdamW learning rate (PEDA's code)
-    weight_decay: float = 1e-3  # AdamW weight decay, every weight set (PEDA's code)
-    warmup_steps: int = 10_000  # linear learning-rate warm-up (PEDA's code)
-    return_scale: float = 1e-3  # returns-to-go are multiplied by this (PEDA's code, D4MORL's scale)
-    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not PEDA's
-    hidden: int = 512  # width of each weight set's hidden layers (PEDA's MORvS)
-    depth: int = 3  # hidden layers of each weight set (PEDA's MORvS)
-    dropout: float = 0.1  # dropout after every hidden layer (PEDA's code)
-    returns_to_go: str = "peda"  # peda: PEDA's code's definitions; weighted: w * R (morl.families.peda)
-    statistics_from: str = "expert-high"  # state statistics of the env's expert High-H data, as PEDA's code
+    steps: int = setting(100_000, "optimiser steps; PEDA's MORvS budget (PEDA's code)")
+    batch_size: int = setting(64, "single steps per batch (PEDA's code)")
+    weight_decay: float = setting(1e-3, "AdamW weight decay, every weight set (PEDA's code)")
+    hidden: int = setting(512, "width of each weight set's hidden layers (PEDA's MORvS)")
+    depth: int = setting(3, "hidden layers of each weight set (PEDA's MORvS)")
 
 
 #: The ranges of the settings shared with MORvS(P) are PEDA's.
-SHARED_RULES = ("warmup_steps", "lr", "weight_decay", "return_scale", "hidden", "depth", "dropout", "returns_to_go")
-RULES = {k: peda.RULES[k] for k in SHARED_RULES}
+RULES = peda.REGRESSION_RULES
 
 
 class CombinedLinear(nn.Module):
@@ -159,4 +151,4 @@ def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: in
     )
 
 
-Learner, build_agent = peda.on_morvs_backbone(network)
+Learner, build_agent = peda.sequence_family(network)

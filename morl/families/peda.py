@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -44,55 +44,87 @@ import torch
 from morl import settings as rules
 from morl.data import Dataset
 from morl.errors import InputError
-from morl.families.peda_agent import Agent, build_agent, step_agent
+from morl.families.base import CoreSettings, Dims, setting
+from morl.families.base import Learner as CoreLearner
+from morl.families.peda_agent import Agent, build_agent, step_agent, window_agent
 from morl.families.peda_networks import build_model, is_transformer, window_length
-from morl.trainer import DEFAULT_MAX_EPISODE_STEPS, STATE_CLIP, Dims, normalise_actions, observation_stats
-from morl.trainer import Learner as CoreLearner
+from morl.normalisation import DEFAULT_MAX_EPISODE_STEPS, STATE_CLIP, normalise_actions, observation_stats
 
 #: The training definitions of the return-to-go (module docstring, ``docs/protocol.md``).
 RETURNS_TO_GO = ("peda", "weighted")
 
 
 @dataclass(frozen=True)
-class Settings:
+class RegressionSettings(CoreSettings):
+    """What every family trained by PEDA's action regression sets (:class:`SequenceLearner`): the
+    optimiser, PEDA's data definitions and the MLP's size; the defaults are PEDA's code's."""
+
+    steps: int = setting(100_000, "optimiser steps; PEDA's MORvS/BC budget (its MODT budget is per task, in configs)")
+    batch_size: int = setting(64, "trajectories' steps per batch (PEDA's code)")
+    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not PEDA's")
+    statistics_from: str = setting("expert-high", "state statistics of the env's expert High-H data, as PEDA's code")
+    lr: float = setting(1e-4, "AdamW learning rate (PEDA's code)")
+    weight_decay: float = setting(1e-3, "AdamW weight decay (PEDA's code)")
+    warmup_steps: int = setting(10_000, "linear learning-rate warm-up (PEDA's code)")
+    return_scale: float = setting(1e-3, "returns-to-go are multiplied by this (PEDA's code, D4MORL's scale)")
+    hidden: int = setting(512, "MORvS/BC hidden width (PEDA's code)")
+    depth: int = setting(3, "MORvS/BC hidden layers (PEDA's code)")
+    dropout: float = setting(0.1, "dropout of every network (PEDA's code)")
+    returns_to_go: str = setting("peda", "peda: the released code's definitions; weighted: w * R (module docstring)")
+
+
+@dataclass(frozen=True)
+class WindowSettings(RegressionSettings):
+    """What a family trained on windows of a trajectory sets beyond :class:`RegressionSettings`."""
+
+    context_length: int = setting(20, "MODT's training window and BC's stacked states (PEDA's code)")
+    eval_context_length: int = setting(5, "MODT's window in evaluation (PEDA's code)")
+    grad_clip: float = setting(0.25, "MODT's global gradient-norm clip, 0 off; MORvS/BC are not clipped (PEDA's code)")
+
+
+@dataclass(frozen=True)
+class Settings(WindowSettings):
     """PEDA's settings; the defaults are its paper's and code's (``docs/protocol.md`` has every key)."""
 
-    steps: int = 100_000  # optimiser steps; PEDA's MORvS/BC budget (its MODT budget is per task, in configs)
-    batch_size: int = 64  # trajectories' steps per batch (PEDA's code)
-    lr: float = 1e-4  # AdamW learning rate (PEDA's code)
-    weight_decay: float = 1e-3  # AdamW weight decay (PEDA's code)
-    warmup_steps: int = 10_000  # linear learning-rate warm-up (PEDA's code)
-    return_scale: float = 1e-3  # returns-to-go are multiplied by this (PEDA's code, D4MORL's scale)
-    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not PEDA's
-    hidden: int = 512  # MORvS/BC hidden width (PEDA's code)
-    depth: int = 3  # MORvS/BC hidden layers (PEDA's code)
-    embed_dim: int = 512  # MODT token width (PEDA's code)
-    n_layer: int = 3  # MODT transformer blocks (PEDA's code)
-    n_head: int = 1  # MODT attention heads (PEDA's code)
-    dropout: float = 0.1  # dropout of every network (PEDA's code)
-    context_length: int = 20  # MODT's training window and BC's stacked states (PEDA's code)
-    eval_context_length: int = 5  # MODT's window in evaluation (PEDA's code)
-    grad_clip: float = 0.25  # MODT's global gradient-norm clip, 0 off; MORvS/BC are not clipped (PEDA's code)
-    returns_to_go: str = "peda"  # peda: the released code's definitions; weighted: w * R (module docstring)
-    statistics_from: str = "expert-high"  # state statistics of the env's expert High-H data, as PEDA's code
+    embed_dim: int = setting(512, "MODT token width (PEDA's code)")
+    n_layer: int = setting(3, "MODT transformer blocks (PEDA's code)")
+    n_head: int = setting(1, "MODT attention heads (PEDA's code)")
 
 
-RULES = {
+#: The ranges of the settings every family on PEDA's action regression shares.
+REGRESSION_RULES = {
     "warmup_steps": rules.at_least(0),
     "lr": rules.positive(),
     "weight_decay": rules.non_negative(),
     "return_scale": rules.positive(),
     "hidden": rules.at_least(1),
     "depth": rules.at_least(1),
-    "embed_dim": rules.at_least(1),
-    "n_layer": rules.at_least(1),
-    "n_head": rules.at_least(1),
     "dropout": rules.between(0.0, 1.0, open_high=True),
+    "returns_to_go": rules.one_of(RETURNS_TO_GO),
+}
+#: The ranges of the settings of :class:`WindowSettings`.
+WINDOW_RULES = {
+    **REGRESSION_RULES,
     "context_length": rules.at_least(1),
     "eval_context_length": rules.at_least(1),
     "grad_clip": rules.non_negative(),
-    "returns_to_go": rules.one_of(RETURNS_TO_GO),
 }
+RULES = {
+    **WINDOW_RULES,
+    "embed_dim": rules.at_least(1),
+    "n_layer": rules.at_least(1),
+    "n_head": rules.at_least(1),
+}
+
+
+def check_window(settings: dict[str, Any]) -> None:
+    """A window family is evaluated on at most the context it was trained on."""
+    if settings["eval_context_length"] > settings["context_length"]:
+        raise InputError(
+            f"eval_context_length ({settings['eval_context_length']}) must be at most context_length "
+            f"({settings['context_length']}): a model is evaluated on at most the context it was "
+            "trained on"
+        )
 
 
 def check_settings(settings: dict[str, Any]) -> None:
@@ -103,12 +135,7 @@ def check_settings(settings: dict[str, Any]) -> None:
             f"embed_dim ({settings['embed_dim']}) must be divisible by n_head ({settings['n_head']}): "
             "each attention head takes an equal share of the embedding"
         )
-    if settings["eval_context_length"] > settings["context_length"]:
-        raise InputError(
-            f"eval_context_length ({settings['eval_context_length']}) must be at most context_length "
-            f"({settings['context_length']}): a model is evaluated on at most the context it was "
-            "trained on"
-        )
+    check_window(settings)
 
 
 #: The training definitions a checkpoint records and an evaluation must agree with.
@@ -316,7 +343,7 @@ def prepare(ds: Dataset, settings: dict, device: torch.device, stats, facts: dic
     )
 
 
-class ActionRegression(CoreLearner):
+class SequenceLearner(CoreLearner):
     """A policy network with PEDA's call signature, AdamW with the linear warm-up, and the supervised
     action regression (:func:`batch_loss`) on batches of :func:`gather_batch`: single steps when
     ``context_length`` is None (MORvS), windows otherwise; gradients clipped at ``clip`` (0: off).
@@ -353,7 +380,7 @@ class ActionRegression(CoreLearner):
         start = sample_indices(generator, self.data.n_steps, self.batch_size)
         return gather_batch(self.data, start, self.context_length)
 
-    def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         opt = self.optimizers["model"]
         with self.autocast:
             loss = batch_loss(self.policy, batch)
@@ -363,14 +390,14 @@ class ActionRegression(CoreLearner):
             torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.clip, foreach=True)
         opt.step()
         self.schedulers["model"].step()
-        return loss.detach()
+        return {"loss": loss.detach()}
 
     def checkpoint_entries(self) -> dict[str, Any]:
         return {"return_scale": self.return_scale}
 
 
-class Learner(ActionRegression):
-    """One PEDA network trained by :class:`ActionRegression`; only MODT's gradients are clipped."""
+class Learner(SequenceLearner):
+    """One PEDA network trained by :class:`SequenceLearner`; only MODT's gradients are clipped."""
 
     def __init__(
         self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
@@ -395,28 +422,61 @@ class Learner(ActionRegression):
         )
 
 
-def on_morvs_backbone(network: Callable[[Dims, dict, Any, Any, int], torch.nn.Module]) -> tuple[type, Callable]:
-    """The ``Learner`` and ``build_agent`` of a family whose network replaces MORvS(P)'s and which
-    otherwise trains and evaluates as MORvS(P) does (single steps, :class:`ActionRegression`, the
-    step agent). ``network(dims, settings, act_low, act_high, max_episode_steps)`` builds it."""
+class SequenceNetwork(Protocol):
+    """A network trained by :class:`SequenceLearner` and evaluated by :class:`~morl.families.peda_agent.Agent`:
+    PEDA's call signature and action head.
 
-    class StepLearner(ActionRegression):
-        """The family's network trained as MORvS(P): single steps, the action regression, AdamW with
-        the warm-up."""
+    ``model(states, actions, preferences, returns_to_go, timesteps, mask=None)``: on single steps
+    (MORvS's inputs) states (B, obs_dim), preferences and scaled returns-to-go (B, n_obj),
+    timesteps (B,); on windows states (B, K, obs_dim), actions (B, K, act_dim) in [-1, 1] units,
+    returns-to-go (B, K, n_obj), timesteps (B, K), ``mask`` (B, K) False on left padding, and
+    preferences (B, K, n_obj) in training or (B, n_obj) in evaluation. It returns actions inside
+    the env's bounds, (B, act_dim) or (B, K, act_dim); ``action_head.to_unit`` maps actions in
+    the bounds onto [-1, 1] (:class:`~morl.families.peda_networks.ActionBox`).
+    """
+
+    action_head: Any
+
+    def __call__(self, states, actions, preferences, returns_to_go, timesteps, mask=None) -> torch.Tensor: ...
+
+
+def sequence_family(
+    network: Callable[[Dims, dict, Any, Any, int], SequenceNetwork], *, window: bool = False
+) -> tuple[type, Callable]:
+    """The ``Learner`` and ``build_agent`` of a family whose network (a :class:`SequenceNetwork`)
+    learns by PEDA's action regression on PEDA's data (``prepare``).
+
+    ``network(dims, settings, act_low, act_high, max_episode_steps)`` builds it. Single steps
+    (``window=False``): trained and evaluated as MORvS(P) is, settings :class:`RegressionSettings`.
+    Windows (``window=True``): trained as MODT is, on windows of ``context_length`` steps with the
+    gradients clipped at ``grad_clip``, and evaluated on its rolling window of the last
+    ``eval_context_length`` steps, settings :class:`WindowSettings`."""
+
+    class FamilyLearner(SequenceLearner):
+        """The family's network trained by the action regression, on single steps or windows."""
 
         def __init__(
             self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
         ):
             policy = network(dims, settings, facts["act_low"], facts["act_high"], facts["max_episode_steps"])
-            super().__init__(policy.to(device), data, settings, device)
+            super().__init__(
+                policy.to(device),
+                data,
+                settings,
+                device,
+                context_length=settings["context_length"] if window else None,
+                clip=settings["grad_clip"] if window else 0.0,
+            )
 
-    def build_step_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
-        """A step agent (MORvS(P)'s evaluation) of a checked final checkpoint."""
+    def build_family_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
+        """The evaluation agent of a checked final checkpoint: a window or a step agent."""
         dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
         model = network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"])
-        return step_agent(model, ckpt, device)
+        if not window:
+            return step_agent(model, ckpt, device)
+        return window_agent(model, ckpt, device, ckpt["settings"]["eval_context_length"])
 
-    return StepLearner, build_step_agent
+    return FamilyLearner, build_family_agent
 
 
 __all__ = [

@@ -1,6 +1,6 @@
 """PEDA's trained agents, and other networks with their call signature, as batched policies for evaluation.
 
-:func:`build_agent` makes, from a checked final checkpoint (:func:`morl.trainer.load_agent`),
+:func:`build_agent` makes, from a checked final checkpoint (:func:`morl.checkpoints.load_agent`),
 an :class:`Agent` that acts for ``B`` environments at once (one network forward per step for
 the whole batch). The evaluation loop is::
 
@@ -146,7 +146,7 @@ class Agent(TrainedAgent):
 
 
 def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
-    """The :class:`Agent` of a checked final checkpoint (:func:`morl.trainer.load_checkpoint`)."""
+    """The :class:`Agent` of a checked final checkpoint (:func:`morl.checkpoints.load_checkpoint`)."""
     settings = ckpt["settings"]
     model = build_model(
         ckpt["model_name"],
@@ -168,6 +168,25 @@ def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
         return_scale=ckpt["return_scale"],
         max_episode_steps=ckpt["max_episode_steps"],
         context_length=settings["eval_context_length"],
+        n_obj=ckpt["n_obj"],
+        act_dim=ckpt["act_dim"],
+        device=device,
+    )
+
+
+def window_agent(model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device, context_length: int) -> Agent:
+    """The window agent (MODT(P)'s evaluation) of a checked final checkpoint whose network is
+    ``model``, its weights loaded from the checkpoint, acting on its last ``context_length`` steps."""
+    model.load_state_dict(ckpt["state_dict"], strict=True)
+    return Agent(
+        model,
+        model_name=ckpt["model_name"],
+        kind="window",
+        obs_mean=ckpt["obs_mean"],
+        obs_std=ckpt["obs_std"],
+        return_scale=ckpt["return_scale"],
+        max_episode_steps=ckpt["max_episode_steps"],
+        context_length=context_length,
         n_obj=ckpt["n_obj"],
         act_dim=ckpt["act_dim"],
         device=device,

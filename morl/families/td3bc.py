@@ -34,8 +34,8 @@ import torch.nn.functional as F
 
 from morl import settings as rules
 from morl.families import family, value
+from morl.families.base import CoreSettings, Dims, setting
 from morl.families.value import Policy, TwinCritic
-from morl.trainer import Dims
 
 # What the training core (morl.trainer) reads from a family module beyond the settings and the
 # learner: the value-based families share their checkpoint format and their view of the data.
@@ -47,23 +47,25 @@ prepare = value.prepare
 
 
 @dataclass(frozen=True)
-class Settings:
-    steps: int = 1_000_000  # critic updates (the paper: 1M)
-    batch_size: int = 256  # transitions per batch (the paper)
-    checkpoint_every: int = 1000  # steps between resumable partial states (0: never); not the paper's
-    hidden: int = 256  # hidden width of actor and critics (the paper)
-    depth: int = 2  # hidden layers (the paper: two of 256)
-    statistics_from: str = "dataset"  # state statistics of the training dataset (the paper's)
-    discount: float = 0.99  # discount factor (the paper)
-    tau: float = 0.005  # Polyak rate of the targets (the paper)
-    reward_scale: float = 1.0  # one factor on every objective's reward (the paper: none)
-    actor_lr: float = 3e-4  # actor learning rate (the paper)
-    critic_lr: float = 3e-4  # critic learning rate (the paper)
-    policy_noise: float = 0.2  # std of the target policy's smoothing noise (the paper)
-    noise_clip: float = 0.5  # clip of that noise (the paper)
-    policy_freq: int = 2  # critic updates per actor update (the paper)
-    alpha: float = 2.5  # weight of the Q term against behavior cloning (the paper)
-    relabel: float = 0.5  # share of each batch with fresh Dirichlet(1) preferences (this project's behavior policies')
+class Settings(CoreSettings):
+    steps: int = setting(1_000_000, "critic updates (the paper: 1M)")
+    batch_size: int = setting(256, "transitions per batch (the paper)")
+    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not the paper's")
+    hidden: int = setting(256, "hidden width of actor and critics (the paper)")
+    depth: int = setting(2, "hidden layers (the paper: two of 256)")
+    statistics_from: str = setting("dataset", "state statistics of the training dataset (the paper's)")
+    discount: float = setting(0.99, "discount factor (the paper)")
+    tau: float = setting(0.005, "Polyak rate of the targets (the paper)")
+    reward_scale: float = setting(1.0, "one factor on every objective's reward (the paper: none)")
+    actor_lr: float = setting(3e-4, "actor learning rate (the paper)")
+    critic_lr: float = setting(3e-4, "critic learning rate (the paper)")
+    policy_noise: float = setting(0.2, "std of the target policy's smoothing noise (the paper)")
+    noise_clip: float = setting(0.5, "clip of that noise (the paper)")
+    policy_freq: int = setting(2, "critic updates per actor update (the paper)")
+    alpha: float = setting(2.5, "weight of the Q term against behavior cloning (the paper)")
+    relabel: float = setting(
+        0.5, "share of each batch with fresh Dirichlet(1) preferences (this project's behavior policies')"
+    )
 
 
 RULES = {
@@ -108,7 +110,7 @@ class Learner(value.ValueLearner):
             "critic": value.adam(self.critic, settings["critic_lr"], device),
         }
 
-    def update(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+    def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings
         s, a, r = batch["states"], batch["actions"], batch["rewards"]
         s2, not_done, w = batch["next_states"], batch["not_done"], batch["preferences"]
@@ -137,11 +139,12 @@ class Learner(value.ValueLearner):
             opt.step()
             value.soft_update(self.policy_target, self.policy, settings["tau"])
             value.soft_update(self.critic_target, self.critic, settings["tau"])
-        return critic_loss.detach()
+            return {"loss": critic_loss.detach(), "actor_loss": actor_loss.detach()}
+        return {"loss": critic_loss.detach()}
 
 
 def build_agent(ckpt: dict, device: torch.device) -> value.ValueAgent:
-    """The batched evaluation agent of a checked checkpoint (:func:`morl.trainer.load_agent`)."""
+    """The batched evaluation agent of a checked checkpoint (:func:`morl.checkpoints.load_agent`)."""
     return value.build_agent(_policy(ckpt["model_name"], value.dims_of(ckpt), ckpt["settings"]), ckpt, device)
 
 

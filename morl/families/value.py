@@ -5,8 +5,8 @@ Each family module (:mod:`morl.families.td3bc`, :mod:`morl.families.iql`,
 have in common lives here.
 
 Transitions. A dataset becomes one row per step (:func:`prepare_transitions`): the state and the
-next state normalised with the chosen statistics (``statistics_from``, as in
-:mod:`morl.trainer`) and clipped to ±:data:`~morl.trainer.STATE_CLIP`; the action clipped to the
+next state normalised with the chosen statistics (``statistics_from``,
+:mod:`morl.normalisation`) and clipped to ±:data:`~morl.normalisation.STATE_CLIP`; the action clipped to the
 action bounds and mapped onto [-1, 1], the units every network here acts in; the raw reward
 vector times ``reward_scale`` (one factor for all objectives, so the trade-off a preference
 expresses is unchanged); ``not_done = 1 - terminal``, since only a termination ends the return
@@ -22,8 +22,9 @@ is valid for every preference. Since the rows are drawn uniformly, the first row
 random subset as any.
 
 Training runs in the training core (:mod:`morl.trainer`), with a family's learner built on
-:class:`ValueLearner`: one step is one critic update; the curve's ``loss`` is the critic loss and
-its ``lr`` the policy's learning rate. Training is float32 on every device. The final checkpoint
+:class:`ValueLearner`: one step is one critic update; the curve's ``loss`` is the critic loss,
+its ``lr`` the policy's learning rate, and its other columns the other losses each family reports
+(the actor's, IQL's value function's, CQL's regulariser and entropy temperature). Training is float32 on every device. The final checkpoint
 keeps the policy and, for analysis, the value functions (``critic_state_dict``).
 
 Evaluation (:class:`ValueAgent`) runs the deterministic policy: the tanh of the actor's mean,
@@ -42,18 +43,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from morl import settings as rules
+from morl.checkpoints import CheckpointError, load_checkpoint
 from morl.data import Dataset
+from morl.families.base import Dims, Learner, cpu_state_dict
+from morl.normalisation import STATE_CLIP, normalise_actions, observation_stats
 from morl.rollout import TrainedAgent
-from morl.trainer import (
-    STATE_CLIP,
-    CheckpointError,
-    Dims,
-    Learner,
-    cpu_state_dict,
-    load_checkpoint,
-    normalise_actions,
-    observation_stats,
-)
 
 #: The checkpoint format version the value-based families write; 1 named the settings "hp" and
 #: recorded PEDA's "returns_to_go" as None.
@@ -108,7 +102,7 @@ def prepare_transitions(
     act_high=None,
 ) -> Transitions:
     """The transitions of ``ds`` on ``device`` (module docstring). ``stats``: the (mean, std) to
-    normalise states with, default :func:`~morl.trainer.observation_stats` of ``ds``;
+    normalise states with, default :func:`~morl.normalisation.observation_stats` of ``ds``;
     ``act_low``/``act_high`` default to [-1, 1]."""
     mean, std = observation_stats(ds.observations) if stats is None else stats
 
