@@ -136,6 +136,7 @@ def evaluate_agent(
     desc: str = "evaluate",
     workers: int = 1,
     target_fn=None,
+    sequential: bool = False,
 ) -> dict[str, Any]:
     """Roll ``agent`` out on the whole grid; return per-point arrays and the summary.
 
@@ -143,35 +144,18 @@ def evaluate_agent(
     episodes (seeds from :func:`episode_seeds`, one column per episode in ``seeds``).  ``workers``
     cores step the physics; the result does not depend on their number. ``target_fn(preferences)``,
     if given, makes the initial targets in place of the regression ``coef`` (:func:`grid_targets`).
+    ``sequential``: with :func:`rollout_sequential`, one point and one step at a time (a reference).
     """
     return _evaluate_grid(
-        env_id,
-        agent,
-        divisions,
-        episodes,
-        seed,
-        coef,
-        progress,
-        desc,
-        sequential=False,
-        workers=workers,
-        target_fn=target_fn,
+        env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential, workers, target_fn
     )
 
 
-def evaluate_sequential(
-    env_id: str,
-    agent: Controller,
-    divisions: int | None,
-    episodes: int,
-    seed: int,
-    coef: np.ndarray | None = None,
-    progress: bool = True,
-    desc: str = "evaluate (sequential reference)",
-) -> dict[str, Any]:
+def evaluate_sequential(env_id: str, agent: Controller, *args, **kwargs) -> dict[str, Any]:
     """:func:`evaluate_agent` with :func:`rollout_sequential`: the same grid, targets, seeds and
     result, computed one point and one step at a time (a reference for tests and benchmarks)."""
-    return _evaluate_grid(env_id, agent, divisions, episodes, seed, coef, progress, desc, sequential=True)
+    kwargs.setdefault("desc", "evaluate (sequential reference)")
+    return evaluate_agent(env_id, agent, *args, sequential=True, **kwargs)
 
 
 #: Torch threads of every evaluation, whoever calls it (the evaluate rule, `morl evaluate`, a

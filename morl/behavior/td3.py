@@ -48,6 +48,7 @@ from morl import __version__
 from morl.cpu import flush_subnormals
 from morl.envs import check_file_identity, get_spec, make_env, physics_version
 from morl.errors import InputError
+from morl.families.value import mlp
 from morl.metrics import hypervolume
 from morl.preferences import simplex_grid
 from morl.progress import Progress, log
@@ -66,22 +67,12 @@ HV_ESTIMATE_DIVISIONS = {2: 100, 3: 12}
 HV_ESTIMATE_SEED_OFFSET = 10_007
 
 
-def mlp(in_dim: int, out_dim: int, hidden: int, depth: int = 2) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    d = in_dim
-    for _ in range(depth):
-        layers += [nn.Linear(d, hidden), nn.ReLU()]
-        d = hidden
-    layers.append(nn.Linear(d, out_dim))
-    return nn.Sequential(*layers)
-
-
 class Actor(nn.Module):
     """Deterministic policy a = pi(s, w), squashed by tanh into the action bounds."""
 
     def __init__(self, obs_dim: int, act_dim: int, n_obj: int, hidden: int, act_low, act_high):
         super().__init__()
-        self.net = mlp(obs_dim + n_obj, act_dim, hidden)
+        self.net = mlp(obs_dim + n_obj, act_dim, hidden, depth=2)
         low = torch.as_tensor(act_low, dtype=torch.float32)
         high = torch.as_tensor(act_high, dtype=torch.float32)
         self.register_buffer("act_center", (high + low) / 2)
@@ -105,8 +96,8 @@ class VectorCritic(nn.Module):
 
     def __init__(self, obs_dim: int, act_dim: int, n_obj: int, hidden: int):
         super().__init__()
-        self.q1 = mlp(obs_dim + n_obj + act_dim, n_obj, hidden)
-        self.q2 = mlp(obs_dim + n_obj + act_dim, n_obj, hidden)
+        self.q1 = mlp(obs_dim + n_obj + act_dim, n_obj, hidden, depth=2)
+        self.q2 = mlp(obs_dim + n_obj + act_dim, n_obj, hidden, depth=2)
 
     def forward(self, obs, pref, act):
         x = torch.cat([obs, pref, act], -1)

@@ -43,29 +43,27 @@ import torch.nn.functional as F
 
 from morl import settings as rules
 from morl.families import family, value
-from morl.families.base import CoreSettings, Dims, setting
-from morl.families.value import Policy, Scalar, TwinCritic
+from morl.families.base import Dims, setting
 
-# What the training core (morl.trainer) reads from a family module beyond the settings and the
-# learner: the value-based families share their checkpoint format and their view of the data.
-DEFINITIONS = value.DEFINITIONS
-FORMAT_VERSION = value.FORMAT_VERSION
-READS_VERSIONS = value.READS_VERSIONS
-CHECKPOINT_KEYS = value.CHECKPOINT_KEYS
-prepare = value.prepare
+# the value families share their checkpoint format and their view of the data (the contract of
+# morl.families.base)
+from morl.families.value import (  # noqa: F401
+    CHECKPOINT_KEYS,
+    DEFINITIONS,
+    FORMAT_VERSION,
+    READS_VERSIONS,
+    Policy,
+    Scalar,
+    TwinCritic,
+    prepare,
+)
 
 
 @dataclass(frozen=True)
-class Settings(CoreSettings):
-    steps: int = setting(1_000_000, "critic updates (CORL's max_timesteps)")
-    batch_size: int = setting(256, "transitions per batch (CORL)")
-    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not CORL's")
-    hidden: int = setting(256, "hidden width of actor and critics (CORL; Kumar et al.)")
+class Settings(value.ValueSettings):
+    """CQL's settings; the defaults are CORL's (Kumar et al.'s where CORL follows them)."""
+
     depth: int = setting(3, "hidden layers (CORL: three of 256)")
-    statistics_from: str = setting("dataset", "state statistics of the training dataset (CORL's)")
-    discount: float = setting(0.99, "discount factor (CORL)")
-    tau: float = setting(0.005, "Polyak rate of the target critics (CORL)")
-    reward_scale: float = setting(1.0, "one factor on every objective's reward (CORL: 1)")
     policy_lr: float = setting(3e-5, "actor and entropy-temperature learning rate (CORL: 3e-5; Kumar et al.: 1e-4)")
     q_lr: float = setting(3e-4, "critic learning rate (CORL; Kumar et al.)")
     cql_alpha: float = setting(10.0, "weight of the CQL(H) regulariser, fixed (CORL: 10; Kumar et al. 5 on Gym)")

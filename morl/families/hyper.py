@@ -50,7 +50,7 @@ from torch import nn
 
 from morl import settings as rules
 from morl.families import peda
-from morl.families.base import Dims, setting
+from morl.families.base import setting
 from morl.families.peda_networks import ActionBox, average_return_to_go
 
 DEFINITIONS = ("returns_to_go", "statistics_from")  # PEDA's training definitions
@@ -166,21 +166,6 @@ class HyperPolicy(nn.Module):
         return self.action_head.squash(self.head(h, f))
 
 
-def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: int) -> HyperPolicy:
-    return HyperPolicy(
-        dims.obs_dim,
-        dims.act_dim,
-        dims.n_obj,
-        hidden=settings["hidden"],
-        depth=settings["depth"],
-        dropout=settings["dropout"],
-        hyper_hidden=settings["hyper_hidden"],
-        hyper_dim=settings["hyper_dim"],
-        hyper_init=settings["hyper_init"],
-        act_low=act_low,
-        act_high=act_high,
-        max_episode_steps=max_episode_steps,
-    )
-
-
+#: The family's network from its settings.
+network = peda.network_of(HyperPolicy, "hidden", "depth", "dropout", "hyper_hidden", "hyper_dim", "hyper_init")
 Learner, build_agent = peda.sequence_family(network)

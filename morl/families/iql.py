@@ -38,28 +38,26 @@ import torch.nn.functional as F
 
 from morl import settings as rules
 from morl.families import family, value
-from morl.families.base import CoreSettings, Dims, setting
-from morl.families.value import Policy, StateValue, TwinCritic
+from morl.families.base import Dims, setting
 
-# What the training core (morl.trainer) reads from a family module beyond the settings and the
-# learner: the value-based families share their checkpoint format and their view of the data.
-DEFINITIONS = value.DEFINITIONS
-FORMAT_VERSION = value.FORMAT_VERSION
-READS_VERSIONS = value.READS_VERSIONS
-CHECKPOINT_KEYS = value.CHECKPOINT_KEYS
-prepare = value.prepare
+# the value families share their checkpoint format and their view of the data (the contract of
+# morl.families.base)
+from morl.families.value import (  # noqa: F401
+    CHECKPOINT_KEYS,
+    DEFINITIONS,
+    FORMAT_VERSION,
+    READS_VERSIONS,
+    Policy,
+    StateValue,
+    TwinCritic,
+    prepare,
+)
 
 
 @dataclass(frozen=True)
-class Settings(CoreSettings):
-    steps: int = setting(1_000_000, "critic updates (the paper: 1M)")
-    batch_size: int = setting(256, "transitions per batch (the paper)")
-    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not the paper's")
-    hidden: int = setting(256, "hidden width of every network (the paper)")
-    depth: int = setting(2, "hidden layers (the paper: two of 256)")
-    statistics_from: str = setting("dataset", "state statistics of the training dataset (the paper's code)")
-    discount: float = setting(0.99, "discount factor (the paper)")
-    tau: float = setting(0.005, "Polyak rate of the target critics (the paper)")
+class Settings(value.ValueSettings):
+    """IQL's settings; the defaults are the paper's (Kostrikov et al.) and its code's."""
+
     reward_scale: float = setting(
         1.0, "one factor on every objective's reward (the paper rescales per task; here one factor)"
     )

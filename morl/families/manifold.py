@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from morl.families import peda
-from morl.families.base import Dims, setting
+from morl.families.base import setting
 from morl.families.peda_networks import ActionBox, average_return_to_go
 
 DEFINITIONS = ("returns_to_go", "statistics_from")  # PEDA's training definitions
@@ -137,18 +137,6 @@ class ManifoldPolicy(nn.Module):
         return self.action_head.squash(self.head(h, c))
 
 
-def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: int) -> ManifoldPolicy:
-    return ManifoldPolicy(
-        dims.obs_dim,
-        dims.act_dim,
-        dims.n_obj,
-        hidden=settings["hidden"],
-        depth=settings["depth"],
-        dropout=settings["dropout"],
-        act_low=act_low,
-        act_high=act_high,
-        max_episode_steps=max_episode_steps,
-    )
-
-
+#: The family's network from its settings.
+network = peda.network_of(ManifoldPolicy, "hidden", "depth", "dropout")
 Learner, build_agent = peda.sequence_family(network)

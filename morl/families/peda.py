@@ -46,7 +46,7 @@ from morl.data import Dataset
 from morl.errors import InputError
 from morl.families.base import CoreSettings, Dims, setting
 from morl.families.base import Learner as CoreLearner
-from morl.families.peda_agent import Agent, build_agent, step_agent, window_agent
+from morl.families.peda_agent import Agent, build_agent, sequence_agent
 from morl.families.peda_networks import build_model, is_transformer, window_length
 from morl.normalisation import DEFAULT_MAX_EPISODE_STEPS, STATE_CLIP, normalise_actions, observation_stats
 
@@ -440,6 +440,25 @@ class SequenceNetwork(Protocol):
     def __call__(self, states, actions, preferences, returns_to_go, timesteps, mask=None) -> torch.Tensor: ...
 
 
+def network_of(cls: type, *keys: str) -> Callable[[Dims, dict, Any, Any, int], SequenceNetwork]:
+    """A family's ``network(dims, settings, act_low, act_high, max_episode_steps)`` for :func:`sequence_family`:
+    ``cls(obs_dim, act_dim, n_obj, **{key: settings[key]}, act_low=..., act_high=..., max_episode_steps=...)``."""
+
+    def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: int) -> SequenceNetwork:
+        sizes = {key: settings[key] for key in keys}
+        return cls(
+            dims.obs_dim,
+            dims.act_dim,
+            dims.n_obj,
+            **sizes,
+            act_low=act_low,
+            act_high=act_high,
+            max_episode_steps=max_episode_steps,
+        )
+
+    return network
+
+
 def sequence_family(
     network: Callable[[Dims, dict, Any, Any, int], SequenceNetwork], *, window: bool = False
 ) -> tuple[type, Callable]:
@@ -473,8 +492,8 @@ def sequence_family(
         dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
         model = network(dims, ckpt["settings"], ckpt["act_low"], ckpt["act_high"], ckpt["max_episode_steps"])
         if not window:
-            return step_agent(model, ckpt, device)
-        return window_agent(model, ckpt, device, ckpt["settings"]["eval_context_length"])
+            return sequence_agent(model, ckpt, device, "step")
+        return sequence_agent(model, ckpt, device, "window", ckpt["settings"]["eval_context_length"])
 
     return FamilyLearner, build_family_agent
 

@@ -174,37 +174,22 @@ def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
     )
 
 
-def window_agent(model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device, context_length: int) -> Agent:
-    """The window agent (MODT(P)'s evaluation) of a checked final checkpoint whose network is
-    ``model``, its weights loaded from the checkpoint, acting on its last ``context_length`` steps."""
+def sequence_agent(
+    model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device, kind: str, context_length: int = 1
+) -> Agent:
+    """The agent of ``kind`` (a ``window`` agent acting on its last ``context_length`` steps, as
+    MODT(P); a ``step`` agent, as MORvS(P)) of a checked final checkpoint whose network is ``model``
+    (of a family with PEDA's call signature), its weights loaded from the checkpoint."""
     model.load_state_dict(ckpt["state_dict"], strict=True)
     return Agent(
         model,
         model_name=ckpt["model_name"],
-        kind="window",
+        kind=kind,
         obs_mean=ckpt["obs_mean"],
         obs_std=ckpt["obs_std"],
         return_scale=ckpt["return_scale"],
         max_episode_steps=ckpt["max_episode_steps"],
         context_length=context_length,
-        n_obj=ckpt["n_obj"],
-        act_dim=ckpt["act_dim"],
-        device=device,
-    )
-
-
-def step_agent(model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device) -> Agent:
-    """The step agent (MORvS(P)'s evaluation) of a checked final checkpoint whose network is ``model``
-    (of a family on MORvS's backbone), its weights loaded from the checkpoint."""
-    model.load_state_dict(ckpt["state_dict"], strict=True)
-    return Agent(
-        model,
-        model_name=ckpt["model_name"],
-        kind="step",
-        obs_mean=ckpt["obs_mean"],
-        obs_std=ckpt["obs_std"],
-        return_scale=ckpt["return_scale"],
-        max_episode_steps=ckpt["max_episode_steps"],
         n_obj=ckpt["n_obj"],
         act_dim=ckpt["act_dim"],
         device=device,

@@ -45,7 +45,7 @@ from torch import nn
 from morl import settings as rules
 from morl.checkpoints import CheckpointError, load_checkpoint
 from morl.data import Dataset
-from morl.families.base import Dims, Learner, cpu_state_dict
+from morl.families.base import CoreSettings, Dims, Learner, cpu_state_dict, setting
 from morl.normalisation import STATE_CLIP, normalise_actions, observation_stats
 from morl.rollout import TrainedAgent
 
@@ -63,6 +63,22 @@ LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
 
 # --------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class ValueSettings(CoreSettings):
+    """What every value-based family sets; the defaults are those CORL and the TD3+BC and IQL papers
+    share (a family gives its own where its source differs)."""
+
+    steps: int = setting(1_000_000, "critic updates (1M in CORL and in the TD3+BC and IQL papers)")
+    batch_size: int = setting(256, "transitions per batch (CORL and the papers)")
+    checkpoint_every: int = setting(1000, "steps between resumable partial states (0: never); not the sources'")
+    statistics_from: str = setting("dataset", "state statistics of the training dataset (the sources' code)")
+    hidden: int = setting(256, "hidden width of every network (CORL and the papers)")
+    depth: int = setting(2, "hidden layers (the TD3+BC and IQL papers: two of 256)")
+    discount: float = setting(0.99, "discount factor (CORL and the papers)")
+    tau: float = setting(0.005, "Polyak rate of the target critics (CORL and the papers)")
+    reward_scale: float = setting(1.0, "one factor on every objective's reward (1: none, as CORL)")
+
+
 #: Checks of the settings every value-based family has (beyond the core's).
 COMMON_RULES: dict[str, rules.Rule] = {
     "hidden": rules.at_least(1),
