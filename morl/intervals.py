@@ -17,6 +17,7 @@ seed of :data:`CONFIDENCE`, :data:`REPS` and :data:`STATS_SEED`. Input is the ``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -72,7 +73,13 @@ def _finite(frame: pl.DataFrame, key: str) -> np.ndarray:
 
 
 def _mean_std(values: np.ndarray) -> tuple[float | None, float | None]:
-    return (float(values.mean()), float(values.std())) if len(values) else (None, None)
+    if not len(values):
+        return None, None
+    mean, std = float(values.mean()), float(values.std())
+    if not (math.isfinite(mean) and math.isfinite(std)):  # finite values past the float range's square root
+        scale = float(np.abs(values).max())
+        mean, std = float((values / scale).mean()) * scale, float((values / scale).std()) * scale
+    return mean, std
 
 
 def interval_long(

@@ -184,11 +184,19 @@ def metric_long(
     )
 
 
+def finite_or_scaled(direct: pl.Expr, scaled: pl.Expr) -> pl.Expr:
+    """``direct``, or where it overflowed (finite values whose squares or sums pass the float range,
+    e.g. returns of 1e300) the same statistic computed on the values divided by their largest size."""
+    return pl.when(direct.is_finite() | direct.is_null()).then(direct).otherwise(scaled)
+
+
 def cell_stats(long: pl.DataFrame) -> dict[tuple[str, str, str, str], dict]:
     """{(env, quality, entropy, model): {mean, std, n}} in the paper's units; std over seeds (ddof 0)."""
+    value = pl.col("value_in_units")
+    scale = value.abs().max()
     grouped = long.group_by("env", "quality", "entropy", "model").agg(
-        pl.col("value_in_units").mean().alias("mean"),
-        pl.col("value_in_units").std(ddof=0).alias("std"),
+        finite_or_scaled(value.mean(), (value / scale).mean() * scale).alias("mean"),
+        finite_or_scaled(value.std(ddof=0), (value / scale).std(ddof=0) * scale).alias("std"),
         pl.len().alias("n"),
     )
     return {(r["env"], r["quality"], r["entropy"], r["model"]): r for r in grouped.iter_rows(named=True)}
@@ -196,8 +204,9 @@ def cell_stats(long: pl.DataFrame) -> dict[tuple[str, str, str, str], dict]:
 
 def fmt_number(x: float) -> tuple[str, str]:
     """``x`` with two decimals, as the paper prints; values too small for that get two significant
-    digits (``3.1e-05``), so a small experiment's numbers do not all read 0.00. (text, LaTeX)."""
-    if x == 0 or abs(x) >= 0.5 * 10**-DIGITS:
+    digits (``3.1e-05``), so a small experiment's numbers do not all read 0.00; so do values of a
+    million units and more, which no table of the paper's units holds unless a run diverged. (text, LaTeX)."""
+    if x == 0 or 0.5 * 10**-DIGITS <= abs(x) < 1e6 or not math.isfinite(x):
         s = f"{x:.{DIGITS}f}"
         return s, s
     mant, exp = f"{x:.1e}".split("e")

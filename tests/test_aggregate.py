@@ -140,6 +140,18 @@ def test_single_seed_cells_and_tiny_values(tmp_path):
     assert "| MO-HalfCheetah-v2 | expert high-H | ×1e6 | — | **1.2e-05** |" in out["hv_md"].read_text()
 
 
+def test_huge_returns_give_finite_spreads(tmp_path):
+    """Returns near the float range: HV over seeds in the 1e305s; its std would square past the range."""
+    evals = [
+        fake_eval(tmp_path / f"e{seed}.parquet", "expert", "high", "rvs-p", seed, [[1e152 * (seed + 1), 1e153]])
+        for seed in range(2)
+    ]
+    out = aggregate(evals, [], tmp_path / "t", models=["rvs-p"], plots=False)
+    row = next(line for line in out["hv_md"].read_text().splitlines() if "expert high-H" in line)
+    assert "inf" not in row and "nan" not in row, row
+    assert "**1.5e+299 ± 5.0e+298**" in row, row
+
+
 def test_paper_comparison_fractions(synthetic):
     out = run_aggregate(synthetic, seeds=[0, 1], plots=False)
     md = out["paper_comparison_md"].read_text()
