@@ -207,6 +207,14 @@ def collect_metrics(
     # The same model and seed trained on the complete data, for what a variant's cut cost
     complete = {_run_key(meta): arr for _, meta, arr in models if "held_out" not in arr}
     fitted = read_front_models(front_models)
+    sources = {meta.get("coverage_source_sha256") for _, meta, arr in models if "held_out" in arr}
+    for sha, (model_path, _) in fitted.items():
+        if sha not in sources:
+            raise DataFileError(
+                model_path,
+                f"this front model was fitted on the dataset sha256 {short_hash(sha)}, from which no evaluated "
+                "coverage variant was derived; give the front model of the complete dataset the variants were cut from",
+            )
     rows = []
     for path, meta, arr in models:
         front_model = None

@@ -454,6 +454,9 @@ def test_front_models_that_do_not_fit_are_refused(tmp_path):
     not_a_model = shutil.copy(e, d / "evaluation.pt")  # an evaluation given as a front model
     with pytest.raises(InputError, match=f"{not_a_model}: not a readable front model file"):
         collect_metrics([e], [], [not_a_model])
+    other = constant_front_model(d / "other.pt", [1, 1], "7" * 64)  # fitted on a dataset no variant came from
+    with pytest.raises(InputError, match=f"{other}: this front model was fitted on the dataset sha256 7777"):
+        collect_metrics([e], [], [other])
 
 
 # ---------------------------------------------------------------------------------------------
