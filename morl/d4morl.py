@@ -41,10 +41,11 @@ from morl.envs import get_spec, physics_version
 from morl.errors import InputError
 from morl.preferences import ENTROPY_LEVELS
 from morl.progress import Progress, log
+from morl.vocabulary import D4MORL_ENTROPIES
 
 REQUIRED_FIELDS = ("observations", "actions", "next_observations", "raw_rewards", "terminals", "preference")
 #: D4MORL's names of the preference distributions, mapped to this project's entropy levels.
-ENTROPY_ALIASES = {"uniform": "high", "wide": "medium", "narrow": "low"}
+ENTROPY_ALIASES = D4MORL_ENTROPIES
 
 
 # --------------------------------------------------------------------------- restricted unpickling
@@ -164,30 +165,13 @@ def _check_trajectory(traj: Any, index: int, path, spec) -> tuple[int, np.ndarra
             path, index, "observations", f"has {T} steps; {spec.id} episodes last at most {spec.max_episode_steps}"
         )
     steps = f"T={T} steps"
-    _expect_shape(
-        _numeric(traj, "next_observations", path, index),
-        (T, spec.obs_dim),
-        path,
-        index,
-        "next_observations",
-        f"{steps}, obs_dim={spec.obs_dim}",
-    )
-    _expect_shape(
-        _numeric(traj, "actions", path, index),
-        (T, spec.act_dim),
-        path,
-        index,
-        "actions",
-        f"{steps}, act_dim={spec.act_dim}",
-    )
-    _expect_shape(
-        _numeric(traj, "raw_rewards", path, index),
-        (T, spec.n_obj),
-        path,
-        index,
-        "raw_rewards",
-        f"{steps}, n_obj={spec.n_obj}",
-    )
+    for name, dim_name, dim in (
+        ("next_observations", "obs_dim", spec.obs_dim),
+        ("actions", "act_dim", spec.act_dim),
+        ("raw_rewards", "n_obj", spec.n_obj),
+    ):
+        arr = _numeric(traj, name, path, index)
+        _expect_shape(arr, (T, dim), path, index, name, f"{steps}, {dim_name}={dim}")
     term = _numeric(traj, "terminals", path, index, kinds="biuf")
     if term.shape == (T, 1):
         term = term[:, 0]

@@ -50,16 +50,8 @@ import mujoco
 import numpy as np
 from gymnasium.utils import seeding
 
+from morl.envs import physics
 from morl.envs.gym_env import make_env
-from morl.envs.physics import (
-    clip_actions,
-    compute_observations,
-    compute_rewards,
-    compute_terminated,
-    control_timestep,
-    load_model,
-    reset_physics,
-)
 from morl.envs.tasks import EnvSpec, get_spec, is_d4morl_task
 
 __all__ = ["BatchedEnv", "GymSlots", "MujocoSlots", "make_slot_group"]
@@ -92,8 +84,8 @@ class MujocoSlots:
         from mujoco import rollout  # imported here: only the batched stepper needs it
 
         self.spec, self.buffers, self.lo = spec, buffers, slots.start
-        model = self.model = load_model(spec)
-        self.dt = control_timestep(spec, model)
+        model = self.model = physics.load_model(spec)
+        self.dt = physics.control_timestep(spec, model)
         self.init_qpos = model.qpos0.copy()
         n = len(slots)
         self._full = mujoco.mjtState.mjSTATE_FULLPHYSICS
@@ -117,9 +109,9 @@ class MujocoSlots:
         rows = np.asarray(slots, dtype=np.int64) - self.lo
         for k, seed in zip(rows.tolist(), seeds):
             rng, _ = seeding.np_random(int(seed))
-            reset_physics(self.spec, self.model, self._scratch, rng)
+            physics.reset_physics(self.spec, self.model, self._scratch, rng)
             mujoco.mj_getState(self.model, self._scratch, self.state[k], self._full)
-        self.buffers.obs[np.asarray(slots)] = compute_observations(self.spec, self.qpos[rows], self.qvel[rows])
+        self.buffers.obs[np.asarray(slots)] = physics.compute_observations(self.spec, self.qpos[rows], self.qvel[rows])
 
     def step(self, slots: np.ndarray) -> None:
         spec, buf = self.spec, self.buffers
@@ -142,10 +134,10 @@ class MujocoSlots:
         new = out[:, -1]
         self.state[rows] = new
         qpos, qvel = new[:, self._qpos_cols], new[:, self._qvel_cols]
-        buf.rewards[slots] = compute_rewards(spec, qpos_before, qpos, qvel, actions, self.dt, self.init_qpos)
-        buf.terminated[slots] = compute_terminated(spec, qpos, qvel)
+        buf.rewards[slots] = physics.compute_rewards(spec, qpos_before, qpos, qvel, actions, self.dt, self.init_qpos)
+        buf.terminated[slots] = physics.compute_terminated(spec, qpos, qvel)
         buf.truncated[slots] = False
-        buf.obs[slots] = compute_observations(spec, qpos, qvel)
+        buf.obs[slots] = physics.compute_observations(spec, qpos, qvel)
 
     def close(self) -> None:
         if self._runner is not None:
@@ -419,7 +411,7 @@ class BatchedEnv:
         buf.truncated[:] = False
         if idx.size == 0:
             return buf.obs.copy(), buf.rewards.copy(), buf.terminated.copy(), buf.truncated.copy()
-        buf.actions[idx] = clip_actions(spec, actions[idx])
+        buf.actions[idx] = physics.clip_actions(spec, actions[idx])
         for _, conn, _ in self._workers:
             conn.send(("step",))
         local = idx[idx < self._local.stop]

@@ -24,16 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from morl import register_envs
-from morl.envs.physics import (
-    clip_actions,
-    compute_observations,
-    compute_rewards,
-    compute_terminated,
-    control_timestep,
-    load_model,
-    reset_physics,
-    simulate,
-)
+from morl.envs import physics
 from morl.envs.tasks import ENV_SPECS, EnvSpec, get_spec, import_mo_gymnasium, is_d4morl_task
 
 
@@ -57,9 +48,9 @@ class MOMujocoEnv(gymnasium.Env):
         self.render_mode = None
         self.spec_morl: EnvSpec = get_spec(env_id)
         spec = self.spec_morl
-        self.model = load_model(spec)
+        self.model = physics.load_model(spec)
         self.data = mujoco.MjData(self.model)
-        self.dt = control_timestep(spec, self.model)
+        self.dt = physics.control_timestep(spec, self.model)
         self.init_qpos = self.model.qpos0.copy()
         self.metadata = {"render_modes": [], "render_fps": int(round(1.0 / self.dt))}
         self.action_space = spaces.Box(
@@ -85,26 +76,26 @@ class MOMujocoEnv(gymnasium.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        reset_physics(self.spec_morl, self.model, self.data, self.np_random)
+        physics.reset_physics(self.spec_morl, self.model, self.data, self.np_random)
         self._elapsed_steps = 0
-        return compute_observations(self.spec_morl, self._qpos, self._qvel)[0], {}
+        return physics.compute_observations(self.spec_morl, self._qpos, self._qvel)[0], {}
 
     def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, bool, bool, dict[str, Any]]:
         if self._elapsed_steps is None:
             raise RuntimeError(f"{self.spec_morl.id}: call reset() before step()")
         spec = self.spec_morl
-        clipped = clip_actions(spec, action)
+        clipped = physics.clip_actions(spec, action)
         if clipped.shape != (spec.act_dim,):
             raise ValueError(f"{spec.id}: action must have shape ({spec.act_dim},), got {np.shape(action)}")
         self._qpos_before[:] = self._qpos
-        simulate(spec, self.model, self.data, clipped)
+        physics.simulate(spec, self.model, self.data, clipped)
         self._elapsed_steps += 1
-        reward = compute_rewards(
+        reward = physics.compute_rewards(
             spec, self._qpos_before, self._qpos, self._qvel, clipped[None, :], self.dt, self.init_qpos
         )[0]
-        terminated = bool(compute_terminated(spec, self._qpos, self._qvel)[0])
+        terminated = bool(physics.compute_terminated(spec, self._qpos, self._qvel)[0])
         truncated = self._elapsed_steps >= spec.max_episode_steps
-        obs = compute_observations(spec, self._qpos, self._qvel)[0]
+        obs = physics.compute_observations(spec, self._qpos, self._qvel)[0]
         return obs, reward, terminated, truncated, {"obj": reward.copy()}
 
     def __repr__(self) -> str:

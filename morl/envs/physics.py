@@ -48,6 +48,7 @@ import gymnasium
 import mujoco
 import numpy as np
 
+from morl.envs.rewards import Steps
 from morl.envs.tasks import EnvSpec, ModelEdits
 from morl.errors import InputError
 
@@ -206,7 +207,7 @@ def compute_rewards(
 ) -> np.ndarray:
     """Reward vectors (B, n_obj) float32 of a batch of transitions (states after the step,
     ``qpos_before`` the positions before it, ``action`` the clipped actions)."""
-    return spec.reward_fn(qpos_before, qpos, qvel, action, dt, init_qpos).astype(np.float32)
+    return spec.reward_fn(Steps(qpos_before, qpos, qvel, action, dt, init_qpos)).astype(np.float32)
 
 
 def compute_terminated(spec: EnvSpec, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:

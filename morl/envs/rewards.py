@@ -47,15 +47,49 @@ points each task to its three functions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 #: Constant added to every shifted objective so that rewards stay positive ("alive" bonus).
 ALIVE_BONUS = 1.0
 
+
+@dataclass(frozen=True)
+class Steps:
+    """A batch of ``B`` environment steps, what a reward function reads.
+
+    Attributes:
+        qpos_before: (B, nq) positions before the step.
+        qpos, qvel: (B, nq), (B, nv) state after the step.
+        action: (B, act_dim) float64, the clipped actions.
+        dt: duration of one environment step (MuJoCo timestep times frame skip).
+        init_qpos: (nq,) the model's initial positions ``qpos0``.
+    """
+
+    qpos_before: np.ndarray
+    qpos: np.ndarray
+    qvel: np.ndarray
+    action: np.ndarray
+    dt: float
+    init_qpos: np.ndarray
+
+    def forward_velocity(self) -> np.ndarray:
+        """Root x velocity ``(qpos[0] - qpos_before[0]) / dt`` per row."""
+        return (self.qpos[:, 0] - self.qpos_before[:, 0]) / self.dt
+
+    def lateral_velocity(self) -> np.ndarray:
+        """Root y velocity ``(qpos[1] - qpos_before[1]) / dt`` per row (Ant)."""
+        return (self.qpos[:, 1] - self.qpos_before[:, 1]) / self.dt
+
+    def height_gain(self) -> np.ndarray:
+        """Torso height above its initial value, ``qpos[1] - init_qpos[1]`` per row (Hopper)."""
+        return self.qpos[:, 1] - self.init_qpos[1]
+
+
 # Signatures of the per-task functions an EnvSpec points to.  All work on batches: qpos (B, nq),
-# qvel (B, nv), action (B, act_dim) float64 (already clipped); they return new arrays.
-RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, np.ndarray], np.ndarray]
+# qvel (B, nv); they return new arrays.
+RewardFn = Callable[[Steps], np.ndarray]
 TerminationFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 ObservationFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -78,16 +112,6 @@ def squared_action_norm(action: np.ndarray) -> np.ndarray:
     return total
 
 
-def forward_velocity(qpos_before: np.ndarray, qpos: np.ndarray, dt: float) -> np.ndarray:
-    """Root x velocity ``(qpos[0] - qpos_before[0]) / dt`` per row."""
-    return (qpos[:, 0] - qpos_before[:, 0]) / dt
-
-
-def lateral_velocity(qpos_before: np.ndarray, qpos: np.ndarray, dt: float) -> np.ndarray:
-    """Root y velocity ``(qpos[1] - qpos_before[1]) / dt`` per row (Ant)."""
-    return (qpos[:, 1] - qpos_before[:, 1]) / dt
-
-
 def energy_reward(action: np.ndarray) -> np.ndarray:
     """D4MORL energy objective ``4 - sum(a^2) + 1`` (HalfCheetah, Hopper-v3, Walker2d)."""
     return 4.0 - squared_action_norm(action) + ALIVE_BONUS
@@ -98,97 +122,55 @@ def energy_reward(action: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def halfcheetah_rewards(
-    qpos_before: np.ndarray,
-    qpos: np.ndarray,
-    qvel: np.ndarray,
-    action: np.ndarray,
-    dt: float,
-    init_qpos: np.ndarray,
-) -> np.ndarray:
+def halfcheetah_rewards(steps: Steps) -> np.ndarray:
     """MO-HalfCheetah-v2: ``[run, energy]`` with run = min(4, dx/dt) + 1, energy = 4 - |a|^2 + 1."""
-    run = np.minimum(4.0, forward_velocity(qpos_before, qpos, dt)) + ALIVE_BONUS
-    return np.stack([run, energy_reward(action)], axis=1)
+    run = np.minimum(4.0, steps.forward_velocity()) + ALIVE_BONUS
+    return np.stack([run, energy_reward(steps.action)], axis=1)
 
 
-def hopper_v3_rewards(
-    qpos_before: np.ndarray,
-    qpos: np.ndarray,
-    qvel: np.ndarray,
-    action: np.ndarray,
-    dt: float,
-    init_qpos: np.ndarray,
-) -> np.ndarray:
+def hopper_v3_rewards(steps: Steps) -> np.ndarray:
     """MO-Hopper-v3: ``[run, jump, energy]``.
 
     run = 1.5 dx/dt + 1, jump = 12 (h - h0) + 1 with h = qpos[1] after the step and
     h0 = init_qpos[1], energy = 4 - |a|^2 + 1.
     """
-    run = 1.5 * forward_velocity(qpos_before, qpos, dt) + ALIVE_BONUS
-    jump = 12.0 * (qpos[:, 1] - init_qpos[1]) + ALIVE_BONUS
-    return np.stack([run, jump, energy_reward(action)], axis=1)
+    run = 1.5 * steps.forward_velocity() + ALIVE_BONUS
+    jump = 12.0 * steps.height_gain() + ALIVE_BONUS
+    return np.stack([run, jump, energy_reward(steps.action)], axis=1)
 
 
-def hopper_v2_rewards(
-    qpos_before: np.ndarray,
-    qpos: np.ndarray,
-    qvel: np.ndarray,
-    action: np.ndarray,
-    dt: float,
-    init_qpos: np.ndarray,
-) -> np.ndarray:
+def hopper_v2_rewards(steps: Steps) -> np.ndarray:
     """MO-Hopper-v2: ``[run, jump]``.
 
     run = 1.5 dx/dt + 1 - 2e-4 |a|^2, jump = 12 (h - h0) + 1 - 2e-4 |a|^2 with h = qpos[1] after
     the step and h0 = init_qpos[1].
     """
-    others = ALIVE_BONUS - 2e-4 * squared_action_norm(action)
-    run = 1.5 * forward_velocity(qpos_before, qpos, dt) + others
-    jump = 12.0 * (qpos[:, 1] - init_qpos[1]) + others
+    others = ALIVE_BONUS - 2e-4 * squared_action_norm(steps.action)
+    run = 1.5 * steps.forward_velocity() + others
+    jump = 12.0 * steps.height_gain() + others
     return np.stack([run, jump], axis=1)
 
 
-def walker2d_rewards(
-    qpos_before: np.ndarray,
-    qpos: np.ndarray,
-    qvel: np.ndarray,
-    action: np.ndarray,
-    dt: float,
-    init_qpos: np.ndarray,
-) -> np.ndarray:
+def walker2d_rewards(steps: Steps) -> np.ndarray:
     """MO-Walker2d-v2: ``[speed, energy]`` with speed = dx/dt + 1, energy = 4 - |a|^2 + 1."""
-    speed = forward_velocity(qpos_before, qpos, dt) + ALIVE_BONUS
-    return np.stack([speed, energy_reward(action)], axis=1)
+    speed = steps.forward_velocity() + ALIVE_BONUS
+    return np.stack([speed, energy_reward(steps.action)], axis=1)
 
 
-def ant_rewards(
-    qpos_before: np.ndarray,
-    qpos: np.ndarray,
-    qvel: np.ndarray,
-    action: np.ndarray,
-    dt: float,
-    init_qpos: np.ndarray,
-) -> np.ndarray:
+def ant_rewards(steps: Steps) -> np.ndarray:
     """MO-Ant-v2: ``[vx, vy]`` with vx = dx/dt - 0.5 |a|^2 + 1 and vy = dy/dt - 0.5 |a|^2 + 1,
     (dx, dy) the torso's change of ``qpos[0:2]`` over the step."""
-    others = ALIVE_BONUS - 0.5 * squared_action_norm(action)
-    vx = forward_velocity(qpos_before, qpos, dt) + others
-    vy = lateral_velocity(qpos_before, qpos, dt) + others
+    others = ALIVE_BONUS - 0.5 * squared_action_norm(steps.action)
+    vx = steps.forward_velocity() + others
+    vy = steps.lateral_velocity() + others
     return np.stack([vx, vy], axis=1)
 
 
-def swimmer_rewards(
-    qpos_before: np.ndarray,
-    qpos: np.ndarray,
-    qvel: np.ndarray,
-    action: np.ndarray,
-    dt: float,
-    init_qpos: np.ndarray,
-) -> np.ndarray:
+def swimmer_rewards(steps: Steps) -> np.ndarray:
     """MO-Swimmer-v2: ``[forward, energy]`` with forward = dx/dt (no alive bonus) and
     energy = 0.3 - 0.15 |a|^2."""
-    forward = forward_velocity(qpos_before, qpos, dt)
-    energy = 0.3 - 0.15 * squared_action_norm(action)
+    forward = steps.forward_velocity()
+    energy = 0.3 - 0.15 * squared_action_norm(steps.action)
     return np.stack([forward, energy], axis=1)
 
 

@@ -9,7 +9,8 @@ Files made for a task record its physics version (:func:`physics_version`), whic
 :func:`check_physics_version` and :func:`check_file_identity` check when they are read.
 
 Adding a task is one :class:`EnvSpec` entry in :data:`ENV_SPECS` pointing to small named
-reward / termination / observation functions (all of the form ``f(qpos, qvel, ...)`` on batches).
+functions on batches: a reward function ``f(steps)`` of a :class:`~morl.envs.rewards.Steps`, and
+termination and observation functions ``f(qpos, qvel)``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium
@@ -81,7 +82,7 @@ class EnvSpec:
         obs_dim: observation size.
         act_low, act_high: D4MORL action bounds (actions are clipped to them).
         max_episode_steps: episode cap; the environment truncates itself.
-        reward_fn: ``f(qpos_before, qpos, qvel, action, dt, init_qpos) -> (B, n_obj) float64``.
+        reward_fn: ``f(steps) -> (B, n_obj) float64`` of a batch of steps (:class:`~morl.envs.rewards.Steps`).
         terminated_fn: ``f(qpos, qvel) -> (B,) bool``.
         observation_fn: ``f(qpos, qvel) -> (B, obs_dim) float32``.
         reset_qpos_noise: half-width of the uniform noise added to ``init_qpos`` at reset.
@@ -130,9 +131,25 @@ class EnvSpec:
         return len(self.act_low)
 
 
-# Hopper-v2 and -v3 share one robot: its original file has forty times the joint damping, a
-# stronger foot motor and no joint limits.
-_HOPPER_EDITS = ModelEdits(limb_damping=40.0, limb_limited=False, gear=(200.0, 200.0, 300.0))
+_HOPPER_V3 = EnvSpec(
+    id="MO-Hopper-v3",
+    xml="hopper.xml",
+    frame_skip=5,
+    n_obj=3,
+    objectives=("run", "jump", "energy"),
+    obs_dim=11,
+    act_low=(-2.0, -2.0, -4.0),
+    act_high=(2.0, 2.0, 4.0),
+    reward_fn=hopper_v3_rewards,
+    terminated_fn=hopper_terminated,
+    observation_fn=observe_without_x_clip_qvel,
+    reset_exact_qpos=(1,),
+    reset_qvel_normal=False,
+    # The original Hopper file has forty times the joint damping, a stronger foot motor and no
+    # joint limits.
+    model_edits=ModelEdits(limb_damping=40.0, limb_limited=False, gear=(200.0, 200.0, 300.0)),
+    physics_version=2,
+)
 
 ENV_SPECS: dict[str, EnvSpec] = {
     spec.id: spec
@@ -150,40 +167,9 @@ ENV_SPECS: dict[str, EnvSpec] = {
             terminated_fn=halfcheetah_terminated,
             observation_fn=observe_without_x,
         ),
-        EnvSpec(
-            id="MO-Hopper-v3",
-            xml="hopper.xml",
-            frame_skip=5,
-            n_obj=3,
-            objectives=("run", "jump", "energy"),
-            obs_dim=11,
-            act_low=(-2.0, -2.0, -4.0),
-            act_high=(2.0, 2.0, 4.0),
-            reward_fn=hopper_v3_rewards,
-            terminated_fn=hopper_terminated,
-            observation_fn=observe_without_x_clip_qvel,
-            reset_exact_qpos=(1,),
-            reset_qvel_normal=False,
-            model_edits=_HOPPER_EDITS,
-            physics_version=2,
-        ),
-        EnvSpec(
-            id="MO-Hopper-v2",
-            xml="hopper.xml",
-            frame_skip=5,
-            n_obj=2,
-            objectives=("run", "jump"),
-            obs_dim=11,
-            act_low=(-2.0, -2.0, -4.0),
-            act_high=(2.0, 2.0, 4.0),
-            reward_fn=hopper_v2_rewards,
-            terminated_fn=hopper_terminated,
-            observation_fn=observe_without_x_clip_qvel,
-            reset_exact_qpos=(1,),
-            reset_qvel_normal=False,
-            model_edits=_HOPPER_EDITS,
-            physics_version=2,
-        ),
+        _HOPPER_V3,
+        # The same robot, bounds, reset and termination as MO-Hopper-v3; only the objectives differ.
+        replace(_HOPPER_V3, id="MO-Hopper-v2", n_obj=2, objectives=("run", "jump"), reward_fn=hopper_v2_rewards),
         EnvSpec(
             id="MO-Walker2d-v2",
             xml="walker2d.xml",
