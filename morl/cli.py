@@ -233,12 +233,13 @@ def cmd_merge_slices(args) -> int:
     from morl.errors import InputError
     from morl.shipped import listed_checksums, shipped_policy_path
     from morl.slices import merge_slices
+    from morl.vocabulary import COMPLETE, coverage_suffix
 
     config = load_config(args.config)
     out, slices = Path(args.out_dir).resolve(), Path(args.slices).resolve()
     if out == slices or slices in out.parents:
         raise InputError(f"{args.out_dir}: the tables must not be written into the slices folder {args.slices}")
-    coverages = ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
+    coverages = [coverage_suffix(c) for c in config.get("coverages", [COMPLETE])]
     rows = [(e, q, h + c) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]
             for c in coverages]  # fmt: skip
     # the shipped behavior policies the config uses now (load_config has checked each one): a slice
@@ -358,7 +359,9 @@ def _output_dir(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from morl.behavior import method_names
     from morl.families import model_order
+    from morl.vocabulary import D4MORL_ENTROPIES, ENTROPIES, QUALITIES, VARIANTS
 
     p = argparse.ArgumentParser(prog="morl", description=__doc__)
     p.add_argument(
@@ -387,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--threads", type=_bounded_count(MAX_WORKERS, "threads"), default=None)
     sp.add_argument(
         "--method",
-        choices=["td3", "pgmorl"],
+        choices=method_names(),
         default=None,
         help="train with this behavior method "
         "instead of the config's behavior.method (its settings from the same config)",
@@ -415,8 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = with_config(add("collect", cmd_collect, "collect one dataset with a behavior policy"))
     sp.add_argument("--policy", required=True)
-    sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
-    sp.add_argument("--entropy", required=True, choices=["high", "medium", "low"])
+    sp.add_argument("--quality", required=True, choices=QUALITIES)
+    sp.add_argument("--entropy", required=True, choices=ENTROPIES)
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument(
         "--n-trajectories",
@@ -496,7 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     sp.add_argument("--dataset", required=True, help="the complete dataset")
-    sp.add_argument("--coverage", required=True, choices=["shattered", "narrow"])
+    sp.add_argument("--coverage", required=True, choices=VARIANTS)
     sp.add_argument("--output", required=True, type=_output_file)
 
     sp = with_config(
@@ -520,12 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("import-d4morl", cmd_import_d4morl, "convert an original D4MORL pickle into a Parquet dataset")
     sp.add_argument("pickle", help="the original D4MORL .pkl file")
     sp.add_argument("--env", required=True, help="env id, e.g. MO-HalfCheetah-v2")
-    sp.add_argument("--quality", required=True, choices=["expert", "amateur"])
+    sp.add_argument("--quality", required=True, choices=QUALITIES)
     sp.add_argument(
         "--entropy",
         required=True,
-        choices=["high", "medium", "low", "uniform", "wide", "narrow"],
-        help="high/medium/low, or D4MORL's uniform/wide/narrow",
+        choices=[*ENTROPIES, *D4MORL_ENTROPIES],
+        help=f"{'/'.join(ENTROPIES)}, or D4MORL's {'/'.join(D4MORL_ENTROPIES)}",
     )
     sp.add_argument("--out", required=True, type=_output_file, help="the Parquet file to write")
 

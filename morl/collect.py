@@ -27,11 +27,10 @@ from morl.behavior import load_behavior
 from morl.data import Dataset, file_sha256, write_dataset
 from morl.envs import BatchedEnv, get_spec, physics_version
 from morl.errors import InputError
-from morl.preferences import ENTROPY_LEVELS, sample_preferences
+from morl.preferences import sample_preferences
 from morl.progress import Progress, log
+from morl.vocabulary import ENTROPIES, QUALITIES
 
-QUALITIES = ("expert", "amateur")
-ENTROPIES = ENTROPY_LEVELS
 AMATEUR_KEEP_PROB = 0.35
 AMATEUR_FACTOR = (0.35, 1.65)
 # Environments whose amateur "keep" branch is a uniformly random action (D4MORL's Swimmer rule).

@@ -19,7 +19,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from morl import families
+from morl import behavior as behavior_methods
+from morl import families, vocabulary
 from morl.errors import InputError
 from morl.families import display_names, family_of, model_order
 
@@ -32,15 +33,24 @@ class ConfigError(InputError):
 
 @lru_cache(maxsize=1)
 def load_schema() -> dict:
-    """The config schema: ``schemas/config.schema.yaml`` completed from the family registry (the model
-    names, and one ``train.<family>`` settings section per family, also allowed in overrides). A
-    family whose settings the schema file describes (``$defs/<family>_settings``) gets them checked
-    key by key here; every family's are checked by its own rules when the config is validated."""
+    """The config schema: ``schemas/config.schema.yaml`` completed from the sources of its words,
+    which import no torch: the qualities, entropies and coverages (:mod:`morl.vocabulary`), the
+    behavior methods (:data:`morl.behavior.METHODS`) and the family registry (the model names, and
+    one ``train.<family>`` settings section per family, also allowed in overrides). The file's
+    generated block (:mod:`morl.config_schema`) lists the same words; completing them here keeps a
+    stale file from validating with old ones. A family whose settings the schema file describes
+    (``$defs/<family>_settings``) gets them checked key by key here; every family's are checked by
+    its own rules when the config is validated."""
     if not SCHEMA_PATH.exists():
         raise ConfigError(f"{SCHEMA_PATH}: config schema not found (is the package installed from a checkout?)")
     with open(SCHEMA_PATH) as f:
         schema = yaml.safe_load(f)
-    schema["$defs"]["model"] = {"enum": list(model_order())}
+    defs = schema["$defs"]
+    defs["quality"] = {"enum": list(vocabulary.QUALITIES)}
+    defs["entropy"] = {"enum": list(vocabulary.ENTROPIES)}
+    defs["coverage_name"] = {"enum": list(vocabulary.COVERAGES)}
+    defs["behavior_method"]["enum"] = list(behavior_methods.method_names())
+    defs["model"] = {"enum": list(model_order())}
     train = schema["properties"]["train"]
     names = display_names()
     for fam in families.FAMILIES:
@@ -93,9 +103,11 @@ SYSTEM_FOLDERS = (
 )
 
 
-def _setting_keys(section: str) -> tuple[str, ...]:
-    """The keys an override of ``section`` (``behavior``) may set, as the schema lists them."""
-    return tuple(load_schema()["$defs"][f"{section}_settings"])
+def _behavior_keys() -> tuple[str, ...]:
+    """The keys at the top of ``behavior`` that an override may set too: ``method``, ``shipped``
+    and the settings of the methods that have no section of their own (TD3's)."""
+    own = (k for m in behavior_methods.METHODS if m.section is None for k in m.keys())
+    return ("method", "shipped", *own)
 
 
 def _key_path(parts) -> str:
@@ -218,7 +230,7 @@ def validate_config(config: dict[str, Any], source: str | os.PathLike = "config"
         coverage_settings(config)
     except InputError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    if set(config.get("coverages", ["complete"])) - {"complete"}:
+    if set(config.get("coverages", [vocabulary.COMPLETE])) - {vocabulary.COMPLETE}:
         leaky = [
             (e, m)
             for e in config["envs"]
@@ -431,49 +443,58 @@ def coverage_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_behavior_method(config: dict[str, Any], env_id: str, source) -> None:
-    """The behavior settings of ``env_id`` can train: TD3's keys present for td3, PGMORL's
-    settings consistent and the env a D4MORL task for pgmorl."""
+    """The behavior settings of ``env_id`` can train with its method: the method's keys present
+    (TD3's at the top of ``behavior``, PGMORL's section), the env one the method trains, and the
+    settings resolved and checked by the method's own rules (:data:`morl.behavior.METHODS`)."""
     settings = behavior_settings(config, env_id)
     if settings["shipped"]:
         return
-    if settings["method"] == "td3":
-        missing = [k for k in _setting_keys("behavior") if k not in settings and k not in ("shipped", "method")]
+    method = behavior_methods.method(settings["method"])
+    if method.section is None:
+        missing = [k for k in method.required() if k not in settings]
         if missing:
             raise ConfigError(
-                f"{source}: behavior: {env_id} trains with method td3, which needs "
+                f"{source}: behavior: {env_id} trains with method {method.name}, which needs "
                 f"behavior.{', behavior.'.join(missing)}"
             )
-        return
-    from morl.behavior.pgmorl import PGMORLSettings  # late: needs torch and mujoco
-    from morl.envs import is_d4morl_task
+    elif method.section not in config["behavior"]:
+        raise ConfigError(
+            f"{source}: behavior: {env_id} trains with method {method.name}, which needs a {method.label} section"
+        )
+    if method.d4morl_only:
+        from morl.envs import is_d4morl_task  # late: needs mujoco
 
-    if "pgmorl" not in config["behavior"]:
-        raise ConfigError(
-            f"{source}: behavior: {env_id} trains with method pgmorl, which needs a behavior.pgmorl section"
-        )
-    if not is_d4morl_task(env_id):
-        raise ConfigError(
-            f"{source}: behavior.method: pgmorl trains the D4MORL tasks only, not {env_id}; "
-            "use method td3 for it (a behavior.overrides entry can set it for some envs)"
-        )
+        if not is_d4morl_task(env_id):
+            raise ConfigError(
+                f"{source}: behavior.method: {method.name} trains the D4MORL tasks only, not {env_id}; "
+                f"use method {behavior_methods.DEFAULT_METHOD} for it (a behavior.overrides entry can set it for some envs)"
+            )
     try:
-        PGMORLSettings.from_config(settings["pgmorl"]).check()
+        method.resolve_settings(method.values(settings))
     except InputError as exc:
         raise ConfigError(f"{source}: {exc} (for {env_id})") from None
 
 
 def behavior_settings(config: dict[str, Any], env_id: str) -> dict[str, Any]:
-    """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides applied."""
+    """Behavior-policy settings for one env: ``behavior``'s defaults with its matching overrides
+    applied, as the config gives them (each method fills in its own defaults when it trains):
+    ``shipped`` (default false), ``method`` (default td3), the keys at the top of ``behavior``,
+    and the section of the method that trains (e.g. ``pgmorl``, which an override updates key by key)."""
     behavior = config["behavior"]
-    keys = _setting_keys("behavior")
-    # shipped and method are optional (defaults false and td3); pgmorl: PGMORL's section, which an
-    # override updates key by key
-    settings = {"shipped": False, "method": "td3", **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior}}
-    pgmorl = copy.deepcopy(behavior.get("pgmorl", {}))
+    keys = _behavior_keys()
+    # the key order is part of the behavior rule's params, whose repr Snakemake compares: keep it
+    settings = {
+        "shipped": False,
+        "method": behavior_methods.DEFAULT_METHOD,
+        **{k: copy.deepcopy(behavior[k]) for k in keys if k in behavior},
+    }
+    sections = {m.section: copy.deepcopy(behavior.get(m.section, {})) for m in behavior_methods.METHODS if m.section}
     for ov in behavior.get("overrides", []):
         if env_id in ov["envs"]:
             settings.update({k: v for k, v in ov.items() if k in keys})
-            pgmorl.update(ov.get("pgmorl", {}))
-    if settings["method"] == "pgmorl":
-        settings["pgmorl"] = pgmorl
+            for name, section in sections.items():
+                section.update(ov.get(name, {}))
+    section = behavior_methods.method(settings["method"]).section
+    if section is not None:
+        settings[section] = sections[section]
     return settings

@@ -52,14 +52,14 @@ record, so that every coverage is a file of the same kind.
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from morl import settings as rules
 from morl.data import (
     DataFileError,
     Dataset,
@@ -71,13 +71,63 @@ from morl.data import (
     write_dataset,
 )
 from morl.errors import InputError
+from morl.settings import section, setting
+from morl.vocabulary import COMPLETE, COVERAGES
 
-COVERAGES = ("complete", "shattered", "narrow")
-DEFAULTS = {"shattered": {"centers": [0.2, 0.5, 0.8], "fraction": 0.3}, "narrow": {"keep": [0.15, 0.85]}}
+
+@dataclass(frozen=True)
+class ShatteredSettings:
+    """Where the bands of the ``shattered`` variant lie."""
+
+    centers: tuple[float, ...] = setting(
+        (0.2, 0.5, 0.8), "Quantiles of the trajectories' w_1 at which the bands are centred, increasing."
+    )
+    fraction: float = setting(0.3, "Share of the trajectories the bands hold together (each band: fraction / k).")
+
+
+@dataclass(frozen=True)
+class NarrowSettings:
+    """Where the cut ends of the ``narrow`` variant lie."""
+
+    keep: tuple[float, float] = setting(
+        (0.15, 0.85), "Quantiles of w_1 strictly between which trajectories are kept (0 or 1: no cut at that end)."
+    )
+
+
 #: The key of the gradient steps of the front model behind MODULI's return deviation
 #: (:mod:`morl.front_model`), fitted once per complete dataset that has variants; MODULI's 100,000.
 FRONT_MODEL_STEPS = "front_model_steps"
 DEFAULT_FRONT_MODEL_STEPS = 100_000
+
+
+@dataclass(frozen=True)
+class CoverageSettings:
+    """A config's ``coverage`` section: the bands of the variants (quantiles of the dataset's
+    trajectory preferences w_1) and the front model's budget; only the keys that differ need be given."""
+
+    shattered: ShatteredSettings = section(
+        ShatteredSettings,
+        "The shattered variant: three bands of 0.1 each around the quantiles 0.2, 0.5 and 0.8 by default.",
+        {
+            "centers": rules.numbers(rules.between(0.0, 1.0), min_length=1),
+            "fraction": rules.between(0.0, 1.0, open_low=True, open_high=True),
+        },
+    )
+    narrow: NarrowSettings = section(
+        NarrowSettings,
+        "The narrow variant: everything below the first and above the second quantile is cut.",
+        {"keep": rules.numbers(rules.between(0.0, 1.0), length=2)},
+    )
+    front_model_steps: int = setting(
+        DEFAULT_FRONT_MODEL_STEPS,
+        "Gradient steps of the front model that MODULI's return deviation compares held-out returns with, "
+        "fitted once per complete dataset that has variants (MODULI's).",
+    )
+
+
+#: The range of each top-level coverage setting (the bands' ranges sit with their sections).
+RULES: dict[str, rules.Rule] = {FRONT_MODEL_STEPS: rules.count()}
+
 
 #: The preference coordinate the bands are defined on (the weight of the first objective).
 OBJECTIVE = 0
@@ -91,42 +141,21 @@ _EPS = 1e-12
 
 
 # ---------------------------------------------------------------------------------------- settings
-def _number(value, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InputError(f"{key}: {value!r} is not a number")
-    value = float(value)
-    if not math.isfinite(value):
-        raise InputError(f"{key}: {value!r} is not a finite number")
-    return value
+def _resolved(settings: dict | None, where: str) -> dict:
+    """The whole coverage section resolved (:func:`morl.settings.resolve`), every refusal one line
+    that starts with the dotted key (e.g. ``coverage.shattered.centers[1]: ...``)."""
+    try:
+        return rules.resolve(CoverageSettings, settings, where, RULES)
+    except rules.SettingError as exc:
+        raise exc.keyed() from None
 
 
-def _mapping(value, key: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"{key}: must be a mapping of keys to values, got {type(value).__name__}")
-    return value
-
-
-def _no_unknown_keys(given: dict, known, key: str) -> None:
-    unknown = sorted(str(k) for k in given if k not in known)
-    if unknown:
-        raise InputError(f"{key}.{unknown[0]}: unknown key; known: {', '.join(known)}")
-
-
-def _check_shattered(given: dict, where: str) -> dict:
+def _check_shattered(shattered: dict, where: str) -> None:
+    """What no single rule says of the shattered bands: centres increase, and each band lies in
+    [0, 1] without touching the next."""
     key = f"{where}.shattered"
-    _no_unknown_keys(given, tuple(DEFAULTS["shattered"]), key)
-    fraction = _number(given.get("fraction", DEFAULTS["shattered"]["fraction"]), f"{key}.fraction")
-    if not 0.0 < fraction < 1.0:
-        raise InputError(f"{key}.fraction: {fraction:g} is outside (0, 1); it is the share of trajectories removed")
-    raw = given.get("centers", DEFAULTS["shattered"]["centers"])
-    if not isinstance(raw, list | tuple) or not raw:
-        raise InputError(f"{key}.centers: must be a non-empty list of quantiles in [0, 1], got {raw!r}")
-    centers = [_number(c, f"{key}.centers[{i}]") for i, c in enumerate(raw)]
+    centers, fraction = shattered["centers"], shattered["fraction"]
     for i, c in enumerate(centers):
-        if not 0.0 <= c <= 1.0:
-            raise InputError(f"{key}.centers[{i}]: {c:g} is outside [0, 1]; a centre is a quantile of w_1")
         if i and c <= centers[i - 1]:
             raise InputError(f"{key}.centers[{i}]: {c:g} does not increase on centers[{i - 1}] ({centers[i - 1]:g})")
     half = fraction / (2 * len(centers))
@@ -140,41 +169,24 @@ def _check_shattered(given: dict, where: str) -> dict:
                 f"centers[{i - 1}] [{centers[i - 1] - half:g}, {centers[i - 1] + half:g}] ({width}; centres must "
                 f"be more than {2 * half:g} apart)"
             )
-    return {"centers": centers, "fraction": fraction}
 
 
-def _check_narrow(given: dict, where: str) -> dict:
+def _check_narrow(narrow: dict, where: str) -> None:
+    """What no single rule says of the narrow cut: it keeps some trajectories and cuts some."""
     key = f"{where}.narrow"
-    _no_unknown_keys(given, tuple(DEFAULTS["narrow"]), key)
-    raw = given.get("keep", DEFAULTS["narrow"]["keep"])
-    if not isinstance(raw, list | tuple) or len(raw) != 2:
-        raise InputError(f"{key}.keep: must be a list of two quantiles [low, high], got {raw!r}")
-    keep = [_number(q, f"{key}.keep[{i}]") for i, q in enumerate(raw)]
-    for i, q in enumerate(keep):
-        if not 0.0 <= q <= 1.0:
-            raise InputError(f"{key}.keep[{i}]: {q:g} is outside [0, 1]; it is a quantile of w_1")
-    low, high = keep
+    low, high = narrow["keep"]
     if low >= high:
         what = "is empty" if low == high else "is reversed"
         raise InputError(f"{key}.keep: [{low:g}, {high:g}] {what}; it would remove every trajectory")
     if low == 0.0 and high == 1.0:
         raise InputError(f"{key}.keep: [0, 1] keeps every trajectory; narrow must remove at least one end")
-    return {"keep": keep}
-
-
-def _check_front_model_steps(value, where: str) -> int:
-    key = f"{where}.{FRONT_MODEL_STEPS}"
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{key}: {value!r} is not a whole number of gradient steps of at least 1")
-    return value
 
 
 def front_model_steps(settings: dict | None, where: str = "coverage") -> int:
     """The gradient steps of the front model (``front_model_steps`` of the config's coverage section,
     ``settings``; default MODULI's 100,000). Kept apart from :func:`check_settings`, so that the
     step count does not enter the settings a variant is derived with."""
-    given = _mapping(settings, where)
-    return _check_front_model_steps(given.get(FRONT_MODEL_STEPS, DEFAULT_FRONT_MODEL_STEPS), where)
+    return _resolved(settings, where)[FRONT_MODEL_STEPS]
 
 
 def check_settings(settings: dict | None, where: str = "coverage") -> dict:
@@ -185,13 +197,14 @@ def check_settings(settings: dict | None, where: str = "coverage") -> dict:
     ``coverage.shattered.centers[1]``). The result holds plain floats and lists (JSON-able).
     ``front_model_steps`` is checked but not returned (:func:`front_model_steps` reads it).
     """
-    given = _mapping(settings, where)
-    _no_unknown_keys(given, (*DEFAULTS, FRONT_MODEL_STEPS), where)
-    front_model_steps(given, where)  # checked here too, so a config's mistake shows up with the others
-    return {
-        "shattered": _check_shattered(_mapping(given.get("shattered"), f"{where}.shattered"), where),
-        "narrow": _check_narrow(_mapping(given.get("narrow"), f"{where}.narrow"), where),
-    }
+    resolved = _resolved(settings, where)
+    _check_shattered(resolved["shattered"], where)
+    _check_narrow(resolved["narrow"], where)
+    return {name: resolved[name] for name in ("shattered", "narrow")}
+
+
+#: The band settings of the variants when a config gives none.
+DEFAULTS = check_settings(None)
 
 
 def _check_coverage(coverage) -> str:
@@ -208,7 +221,7 @@ def bands_for(traj_w1: np.ndarray, coverage: str, settings: dict | None) -> list
     """
     coverage = _check_coverage(coverage)
     settings = check_settings(settings)
-    if coverage == "complete":
+    if coverage == COMPLETE:
         return []
     w1 = np.asarray(traj_w1, dtype=np.float64)
     if w1.ndim != 1 or w1.size == 0:
@@ -285,7 +298,7 @@ def derive(ds: Dataset, coverage: str, settings: dict | None, source: str | None
     removed = held_out(ds.traj_preferences, bands)
     n_removed, n_total = int(removed.sum()), ds.n_trajectories
     span = f"w_1 from {w1.min():.6g} to {w1.max():.6g}"
-    if coverage != "complete" and n_removed == 0:
+    if coverage != COMPLETE and n_removed == 0:
         raise InputError(
             f"{name}: coverage {coverage!r} removes no trajectory: its bands "
             f"{_show(bands)} hold none of the {n_total} trajectories ({span})"

@@ -190,8 +190,8 @@ def hv_bars_figure(title: str, stats: pl.DataFrame, unit_label: str):
     ``stats`` has columns quality, entropy, model, mean, std, n (one row per cell that exists).
     The figure legend has one entry per column.
     """
-    from morl.collect import QUALITIES
     from morl.preferences import ENTROPY_LEVELS
+    from morl.vocabulary import QUALITIES
 
     plt = pyplot()
     qualities = [q for q in QUALITIES if q in set(stats["quality"].to_list())]

@@ -20,6 +20,8 @@ from numbers import Integral
 
 import numpy as np
 
+from morl.vocabulary import ENTROPIES
+
 __all__ = [
     "ENTROPY_LEVELS",
     "MEDIUM_ALPHA_RANGE",
@@ -32,8 +34,8 @@ __all__ = [
     "KNN_K",
 ]
 
-#: Names of the three D4MORL preference distributions, widest first.
-ENTROPY_LEVELS: tuple[str, ...] = ("high", "medium", "low")
+#: Names of the three D4MORL preference distributions, widest first (:mod:`morl.vocabulary`).
+ENTROPY_LEVELS: tuple[str, ...] = ENTROPIES
 
 #: Medium entropy ("wide"): Dirichlet concentrations alpha_i ~ U(0, 1e7).
 MEDIUM_ALPHA_RANGE: tuple[float, float] = (0.0, 1e7)

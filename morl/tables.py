@@ -32,12 +32,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from morl.collect import QUALITIES
 from morl.families import display_names
 from morl.families import model_order as registry_order
 from morl.paper import HV_UNITS, PUBLISHED_ENTROPY, SP_UNITS, published_fraction, published_hv
 from morl.preferences import ENTROPY_LEVELS
 from morl.render import MISSING, PARTIAL_MARK, Cell, Table
+from morl.vocabulary import QUALITIES
 
 
 def model_order(models: Iterable[str]) -> list[str]:
@@ -205,8 +205,8 @@ def cell_stats(long: pl.DataFrame) -> dict[tuple[str, str, str, str], dict]:
 def fmt_number(x: float) -> tuple[str, str]:
     """``x`` with two decimals, as the paper prints; values too small for that get two significant
     digits (``3.1e-05``), so a small experiment's numbers do not all read 0.00; so do values of a
-    million units and more, which no table of the paper's units holds unless a run diverged. (text, LaTeX)."""
-    if x == 0 or 0.5 * 10**-DIGITS <= abs(x) < 1e6 or not math.isfinite(x):
+    trillion (1e12) units and more, which no table of the paper's units holds unless a run diverged. (text, LaTeX)."""
+    if x == 0 or 0.5 * 10**-DIGITS <= abs(x) < 1e12 or not math.isfinite(x):
         s = f"{x:.{DIGITS}f}"
         return s, s
     mant, exp = f"{x:.1e}".split("e")

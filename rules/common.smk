@@ -14,6 +14,7 @@ from morl.config import (
 from morl.coverage import front_model_steps
 from morl.families import wildcard_pattern
 from morl.shipped import shipped_policy_path
+from morl.vocabulary import COMPLETE, VARIANT_WILDCARD, WILDCARDS, coverage_suffix
 
 # Every output lies under the config's results_dir; the patterns below are relative to it.
 R = config["results_dir"]
@@ -21,13 +22,13 @@ R = config["results_dir"]
 
 wildcard_constraints:
     env=r"[A-Za-z0-9][A-Za-z0-9_.-]*",
-    quality=r"expert|amateur",
-    entropy=r"high|medium|low",
+    quality=WILDCARDS["quality"],
+    entropy=WILDCARDS["entropy"],
     model=wildcard_pattern(),
     seed=r"\d+",
     step=r"\d+",
     # the complete data has no suffix, so runs on it keep their paths; variants: -shattered, -narrow
-    coverage=r"|-shattered|-narrow",
+    coverage=WILDCARDS["coverage"],
 
 
 BEHAVIOR = os.path.join(R, "{env}/behavior/policy.pt")
@@ -89,7 +90,7 @@ def coverage_source_for(wildcards):
 
 def coverage_suffixes():
     """The config's coverages as the suffixes of run folders and dataset files ("" for complete)."""
-    return ["" if c == "complete" else f"-{c}" for c in config.get("coverages", ["complete"])]
+    return [coverage_suffix(c) for c in config.get("coverages", [COMPLETE])]
 
 
 def reference_for(wildcards):

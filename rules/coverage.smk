@@ -9,7 +9,7 @@ rule derive_coverage:
     benchmark:
         os.path.join(BENCH, "coverage/{env}/{quality}-{entropy}{coverage}.tsv")
     wildcard_constraints:
-        coverage=r"-shattered|-narrow",
+        coverage=VARIANT_WILDCARD,
     conda:
         "../envs/morl.yaml"
     threads: 1

@@ -5,10 +5,11 @@ import morl_checkout  # noqa: F401 (puts this checkout's `morl` first on sys.pat
 from morl.coverage import derive_file
 from morl.errors import run_stage
 from morl.progress import log, log_to
+from morl.vocabulary import coverage_of_suffix
 
 
 def main(sm) -> None:
-    coverage = sm.wildcards.coverage.lstrip("-")
+    coverage = coverage_of_suffix(sm.wildcards.coverage)
     with log_to(sm.log[0]):
         record = derive_file(sm.input.source, coverage, sm.params.settings, sm.output.dataset)
         log.info("%s: %s variant of %s: kept %d of %d trajectories, removed w_1 bands %s", sm.output.dataset, coverage,

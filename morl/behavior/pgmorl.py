@@ -103,12 +103,16 @@ from morl.metrics import hypervolume
 from morl.progress import Progress, log
 from morl.torch_io import save_torch
 
+#: The kinds of file :class:`PopulationPolicy` reads: a population, and a run in progress.
+POLICY_KINDS = (KIND, PARTIAL_KIND)
+
 __all__ = [
     "ACTOR_KEYS",
     "CRITIC_KEYS",
     "KIND",
     "PARAM_KEYS",
     "PARTIAL_KIND",
+    "POLICY_KINDS",
     "THINNING_RULE",
     "OptGraph",
     "PGMORLSettings",
@@ -130,6 +134,7 @@ __all__ = [
     "select_tasks",
     "thin_population",
     "thinned_indices",
+    "train",
     "train_pgmorl",
     "weight_grid",
 ]
@@ -321,7 +326,7 @@ def train_pgmorl(
             f"{env_id}: behavior.method pgmorl trains on the D4MORL tasks only (its runs resume from "
             "saved physics-free generation boundaries); use method td3 for MO-Gymnasium ids"
         )
-    s = PGMORLSettings.from_config(cfg).check()
+    s = PGMORLSettings.from_config(cfg)
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
     flush_subnormals()  # a long fit keeps its speed (morl.runtime)
@@ -361,6 +366,21 @@ def train_pgmorl(
             save_partial(None)
     bar.close()
     return _write_population(env_id, s, settings, run, output, partial, t0)
+
+
+def train(
+    env_id: str,
+    settings: dict[str, Any],
+    output: str | os.PathLike,
+    threads: int | None = None,
+    progress: bool = True,
+    hv_every: int | None = None,
+    device: str | torch.device = "auto",
+) -> dict[str, Any]:
+    """The behavior registry's entry (:data:`morl.behavior.METHODS`): :func:`train_pgmorl` on one
+    torch thread unless ``threads`` says more. PGMORL trains on the CPU and shows no HV estimate,
+    so ``device`` and ``hv_every`` (TD3's) do not apply."""
+    return train_pgmorl(env_id, settings, output, threads=threads or 1, progress=progress)
 
 
 def _fresh_run(env_id: str, s: PGMORLSettings) -> RunState:

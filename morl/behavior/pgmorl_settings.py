@@ -1,72 +1,130 @@
 """PGMORL's settings (:class:`PGMORLSettings`): the ``behavior.pgmorl`` config section, with
-PGMORL's own defaults, read and checked."""
+PGMORL's own defaults and their ranges (:mod:`morl.settings`), read and checked."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from morl import settings as rules
 from morl.errors import InputError
+from morl.settings import required, setting
+
+#: Where a config holds these settings; every error names it.
+LABEL = "behavior.pgmorl"
 
 
-@dataclass
+@dataclass(frozen=True)
 class PGMORLSettings:
-    """PGMORL's settings; the defaults are those of its ``morl/arguments.py`` and ``morl/run.py``
-    (the per-task ones, from its ``scripts/<task>.py``, come from the config)."""
+    """PGMORL's settings; the defaults are those of its code's arguments and run script. The
+    per-task ones (env_steps_per_task, warmup_iters, update_iters; delta_weight, num_tasks,
+    pbuffer_num and sparsity for Hopper-v3) come from its per-task scripts, through the config
+    (docs/protocol.md, "Behavior policies")."""
 
-    env_steps_per_task: int  # scripts/<task>.py --num-env-steps: 5M HalfCheetah/Walker2d, 8M Hopper/Ant, 2M Swimmer
-    warmup_iters: int  # --warmup-iter: 80 HalfCheetah/Walker2d, 200 Hopper/Ant, 40 Swimmer
-    update_iters: int  # --update-iter: 20 / 40 / 10 (iterations per generation)
-    delta_weight: float = 0.2  # --delta-weight: 0.2 for two objectives, 0.25 for Hopper-v3
-    min_weight: float = 0.0  # --min-weight
-    max_weight: float = 1.0  # --max-weight
-    num_tasks: int = 6  # --num-tasks: tasks selected per generation (15 for Hopper-v3)
-    weight_candidates: int = 7  # --num-weight-candidates
-    pbuffer_num: int = 100  # --pbuffer-num (Hopper-v3: 20, which makes 210 buffers in 3-D)
-    pbuffer_size: int = 2  # --pbuffer-size
-    sparsity: float = 1.0  # --sparsity, the selection's weight on sparsity (Hopper-v3: 1e6)
-    num_envs: int = 4  # run.py --num-processes: environments per task
-    num_steps: int = 2048  # run.py --num-steps: steps per environment and iteration
-    lr: float = 3e-4  # run.py --lr, decayed linearly (--use-linear-lr-decay)
-    gamma: float = 0.995  # run.py --gamma
-    gae_lambda: float = 0.95  # run.py --gae-lambda
-    ppo_epochs: int = 10  # run.py --ppo-epoch
-    num_minibatches: int = 32  # run.py --num-mini-batch
-    clip: float = 0.2  # arguments.py --clip-param (also the value clip)
-    value_loss_coef: float = 0.5  # run.py --value-loss-coef
-    entropy_coef: float = 0.0  # run.py --entropy-coef
-    max_grad_norm: float = 0.5  # arguments.py --max-grad-norm
-    adam_eps: float = 1e-5  # warm_up.py: Adam(eps=1e-5)
-    hidden: int = 64  # a2c_ppo_acktr/model.py MLPBase hidden_size
-    obs_clip: float = 10.0  # baselines VecNormalize clipob
-    reward_clip: float = 10.0  # baselines VecNormalize cliprew
-    seed: int = 0
+    env_steps_per_task: int = required(
+        "PGMORL's --num-env-steps, per lineage (iterations = this // (num_steps * num_envs)); its scripts: "
+        "5M HalfCheetah/Walker2d, 8M Hopper/Ant, 2M Swimmer."
+    )
+    warmup_iters: int = required(
+        "PPO iterations of the warm-up generation (--warmup-iter: 80, 200 Hopper/Ant, 40 Swimmer)."
+    )
+    update_iters: int = required(
+        "PPO iterations of every later generation (--update-iter: 20, 40 Hopper/Ant, 10 Swimmer)."
+    )
+    delta_weight: float = setting(0.2, "Step of the warm-up weight grid (--delta-weight; 0.25 for Hopper-v3).")
+    min_weight: float = setting(0.0, "Least weight of an objective in the weight grids (--min-weight).")
+    max_weight: float = setting(1.0, "Greatest weight of an objective in the weight grids (--max-weight).")
+    num_tasks: int = setting(6, "Tasks selected per generation (--num-tasks; 15 for Hopper-v3).")
+    weight_candidates: int = setting(7, "Candidate weights per policy in task selection (--num-weight-candidates).")
+    pbuffer_num: int = setting(
+        100, "Performance buffers of the selection (--pbuffer-num; 20 for Hopper-v3, 210 in 3-D)."
+    )
+    pbuffer_size: int = setting(2, "Policies per performance buffer (--pbuffer-size).")
+    sparsity: float = setting(1.0, "The selection's weight on sparsity (--sparsity; 1e6 for Hopper-v3).")
+    num_envs: int = setting(4, "Environments per task (--num-processes).")
+    num_steps: int = setting(2048, "Steps per environment and iteration (--num-steps).")
+    lr: float = setting(3e-4, "Adam learning rate, decayed linearly (--lr, --use-linear-lr-decay).")
+    gamma: float = setting(0.995, "Discount (--gamma).")
+    gae_lambda: float = setting(0.95, "GAE lambda (--gae-lambda).")
+    ppo_epochs: int = setting(10, "PPO epochs per iteration (--ppo-epoch).")
+    num_minibatches: int = setting(
+        32, "Minibatches per PPO epoch (--num-mini-batch); must divide num_envs * num_steps."
+    )
+    clip: float = setting(0.2, "PPO's ratio clip, also the value clip (--clip-param).")
+    value_loss_coef: float = setting(0.5, "Weight of the value loss (--value-loss-coef).")
+    entropy_coef: float = setting(0.0, "Weight of the entropy bonus (--entropy-coef).")
+    max_grad_norm: float = setting(0.5, "Global gradient-norm clip (--max-grad-norm).")
+    adam_eps: float = setting(1e-5, "Adam's epsilon (its warm-up's Adam(eps=1e-5)).")
+    hidden: int = setting(64, "Width of the policy's and the value network's hidden layers (its MLPBase).")
+    obs_clip: float = setting(10.0, "Clip of the normalised observations (baselines' VecNormalize clipob).")
+    reward_clip: float = setting(10.0, "Clip of the normalised rewards (baselines' VecNormalize cliprew).")
+    seed: int = setting(0, "Seed of the run.")
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> PGMORLSettings:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known)
-        if unknown:
-            raise InputError(f"behavior.pgmorl: unknown settings {unknown}")
-        return cls(**{k: v for k, v in cfg.items() if k in known})
+    def from_config(cls, cfg: dict[str, Any] | None) -> PGMORLSettings:
+        """The settings of a config's ``behavior.pgmorl`` section (with an env's overrides laid
+        over it), defaults filled in and checked: an :class:`~morl.errors.InputError` names the key."""
+        return cls(**rules.resolve(cls, cfg, LABEL, RULES, check_settings))
 
     def check(self) -> PGMORLSettings:
         """Raise :class:`InputError` for settings that cannot run; return self."""
-        if self.total_iters < 1:
-            raise InputError(
-                f"behavior.pgmorl.env_steps_per_task: {self.env_steps_per_task} is less than one "
-                f"iteration ({self.num_steps} x {self.num_envs} steps)"
-            )
-        if (self.num_envs * self.num_steps) % self.num_minibatches:
-            raise InputError(
-                f"behavior.pgmorl.num_minibatches: {self.num_minibatches} does not divide an "
-                f"iteration's {self.num_envs * self.num_steps} steps"
-            )
-        if self.min_weight > self.max_weight:
-            raise InputError(f"behavior.pgmorl: min_weight {self.min_weight} is above max_weight {self.max_weight}")
+        try:
+            check_settings(vars(self))
+        except InputError as exc:
+            raise InputError(f"{LABEL}: {exc}") from None
         return self
 
     @property
     def total_iters(self) -> int:
         """PPO iterations each lineage runs (PGMORL's ``total_num_updates``)."""
         return int(self.env_steps_per_task) // int(self.num_steps) // int(self.num_envs)
+
+
+#: The method's settings, by the name the behavior registry reads (:data:`morl.behavior.METHODS`).
+Settings = PGMORLSettings
+
+#: The range of each setting.
+RULES: dict[str, rules.Rule] = {
+    "env_steps_per_task": rules.count(),
+    "warmup_iters": rules.count(),
+    "update_iters": rules.count(),
+    "delta_weight": rules.positive(at_most=1),
+    "min_weight": rules.between(0.0, 1.0),
+    "max_weight": rules.between(0.0, 1.0),
+    "num_tasks": rules.at_least(1, at_most=1000),
+    "weight_candidates": rules.at_least(2, at_most=100),
+    "pbuffer_num": rules.at_least(2, at_most=10_000),
+    "pbuffer_size": rules.at_least(1, at_most=1000),
+    "sparsity": rules.non_negative(),
+    "num_envs": rules.at_least(1, at_most=1024),
+    "num_steps": rules.at_least(1, at_most=1_000_000),
+    "lr": rules.learning_rate(),
+    "gamma": rules.between(0.0, 1.0, open_low=True, open_high=True),
+    "gae_lambda": rules.between(0.0, 1.0),
+    "ppo_epochs": rules.at_least(1, at_most=1000),
+    "num_minibatches": rules.at_least(1, at_most=100_000),
+    "clip": rules.positive(at_most=10),
+    "value_loss_coef": rules.non_negative(),
+    "entropy_coef": rules.non_negative(),
+    "max_grad_norm": rules.positive(),
+    "adam_eps": rules.positive(),
+    "hidden": rules.width(),
+    "obs_clip": rules.positive(),
+    "reward_clip": rules.positive(),
+    "seed": rules.seed(),
+}
+
+
+def check_settings(s: dict[str, Any]) -> None:
+    """What no single rule says: a lineage runs at least one iteration, the minibatches split an
+    iteration's steps evenly, and the weight range is not reversed."""
+    iteration = s["num_steps"] * s["num_envs"]
+    if s["env_steps_per_task"] // s["num_steps"] // s["num_envs"] < 1:
+        raise InputError(
+            f"env_steps_per_task ({s['env_steps_per_task']}) is less than one iteration "
+            f"({s['num_steps']} x {s['num_envs']} steps)"
+        )
+    if iteration % s["num_minibatches"]:
+        raise InputError(f"num_minibatches ({s['num_minibatches']}) does not divide an iteration's {iteration} steps")
+    if s["min_weight"] > s["max_weight"]:
+        raise InputError(f"min_weight ({s['min_weight']}) is above max_weight ({s['max_weight']})")

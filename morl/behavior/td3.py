@@ -36,7 +36,6 @@ from __future__ import annotations
 import copy
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ import torch
 from torch import nn
 
 from morl import __version__
+from morl.behavior.td3_settings import TD3Settings
 from morl.cpu import flush_subnormals
 from morl.envs import check_file_identity, get_spec, make_env, physics_version
 from morl.errors import InputError
@@ -57,6 +57,8 @@ from morl.runtime import resolve_device, torch_threads
 from morl.torch_io import load_torch, save_torch
 
 CHECKPOINT_KIND = "morl-behavior"
+#: The kinds of file :class:`BehaviorPolicy` reads: a final checkpoint and a run's partial one share it.
+POLICY_KINDS = (CHECKPOINT_KIND,)
 #: Lattice divisions of the HV estimate shown while training: 101 points for 2 objectives, 91 for 3.
 #: Thin fronts need the density: on a Hopper-v2 policy 11 points gave 1.4e6 against 7.3e6 on the
 #: protocol's 501, and 101 points gave 7.0e6 (docs/datasets.md). The batched stepper runs all
@@ -141,30 +143,6 @@ class ReplayBuffer:
         for f in self.FIELDS:
             getattr(self, f)[:n] = state[f].numpy()
         self.size, self.pos = n, int(state["pos"])
-
-
-@dataclass
-class TD3Settings:
-    total_steps: int
-    start_steps: int
-    n_envs: int
-    updates_per_step: float
-    batch_size: int
-    hidden: int
-    lr: float
-    gamma: float
-    tau: float
-    policy_noise: float
-    noise_clip: float
-    policy_delay: int
-    expl_noise: float
-    buffer_size: int
-    checkpoint_every: int
-    seed: int
-
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> TD3Settings:
-        return cls(**{k: cfg[k] for k in cls.__dataclass_fields__})
 
 
 class PreferenceTD3:

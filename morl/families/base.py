@@ -70,14 +70,10 @@ class Dims:
     n_obj: int
 
 
-def setting(default: Any, doc: str) -> Any:
-    """A settings field: its ``default`` and ``doc``, what it is and where the default comes from."""
-    return dataclasses.field(default=default, metadata={"doc": doc})
-
-
-def setting_docs(cls: type) -> dict[str, str]:
-    """Each field of a settings dataclass and what it is (an empty string where a field says nothing)."""
-    return {f.name: f.metadata.get("doc", "") for f in dataclasses.fields(cls)}
+#: A settings field (its default and what it is) and the docs of a settings dataclass: those of
+#: :mod:`morl.settings`, which every stage's settings are made with.
+setting = rules_core.setting
+setting_docs = rules_core.setting_docs
 
 
 @dataclass(frozen=True)

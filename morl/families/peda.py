@@ -93,27 +93,27 @@ class Settings(WindowSettings):
 
 #: The ranges of the settings every family on PEDA's action regression shares.
 REGRESSION_RULES = {
-    "warmup_steps": rules.at_least(0),
-    "lr": rules.positive(),
+    "warmup_steps": rules.count_or_zero(),
+    "lr": rules.learning_rate(),
     "weight_decay": rules.non_negative(),
     "return_scale": rules.positive(),
-    "hidden": rules.at_least(1),
-    "depth": rules.at_least(1),
+    "hidden": rules.width(),
+    "depth": rules.layers(),
     "dropout": rules.between(0.0, 1.0, open_high=True),
     "returns_to_go": rules.one_of(RETURNS_TO_GO),
 }
 #: The ranges of the settings of :class:`WindowSettings`.
 WINDOW_RULES = {
     **REGRESSION_RULES,
-    "context_length": rules.at_least(1),
-    "eval_context_length": rules.at_least(1),
+    "context_length": rules.at_least(1, at_most=100_000),
+    "eval_context_length": rules.at_least(1, at_most=100_000),
     "grad_clip": rules.non_negative(),
 }
 RULES = {
     **WINDOW_RULES,
-    "embed_dim": rules.at_least(1),
-    "n_layer": rules.at_least(1),
-    "n_head": rules.at_least(1),
+    "embed_dim": rules.width(),
+    "n_layer": rules.layers(),
+    "n_head": rules.layers(),
 }
 
 
