@@ -34,15 +34,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from morl import settings as settings_core
 from morl.errors import InputError
-
-if TYPE_CHECKING:
-    import torch
 
 __all__ = [
     "DEFAULT_METHOD",
@@ -176,21 +173,14 @@ def load_behavior(path: str | os.PathLike, expect_env: str | None = None) -> Beh
     return getattr(m.load(), m.policy)(path, expect_env=expect_env, state=st)
 
 
-def train_behavior(
-    env_id: str,
-    cfg: dict[str, Any],
-    output: str | os.PathLike,
-    threads: int | None = None,
-    progress: bool = True,
-    hv_every: int | None = None,
-    device: str | torch.device = "auto",
-) -> dict[str, Any]:
+def train_behavior(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, **options: Any) -> dict[str, Any]:
     """Train the behavior policy of ``env_id`` with the ``behavior`` config section ``cfg``, by its
     ``method`` (``td3``, the default, or ``pgmorl``); write ``output`` and return a summary.
 
-    ``threads``: torch threads (PGMORL: default 1). ``hv_every`` and ``device`` are TD3's
-    (:func:`morl.behavior.td3.train_td3`); PGMORL trains on the CPU.
+    ``options``, each method's train function's (the same for every method): ``threads``, torch
+    threads (PGMORL: default 1); ``progress``; ``hv_every`` and ``device``, TD3's
+    (:func:`morl.behavior.td3.train_td3`; PGMORL trains on the CPU).
     """
     m = method(cfg.get("method", DEFAULT_METHOD))
     train = getattr(m.load(), m.trainer)
-    return train(env_id, m.values(cfg), output, threads=threads, progress=progress, hv_every=hv_every, device=device)
+    return train(env_id, m.values(cfg), output, **options)

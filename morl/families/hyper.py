@@ -51,13 +51,14 @@ from torch import nn
 from morl import settings as rules
 from morl.families import peda
 from morl.families.base import setting
+
+# PEDA's training definitions, checkpoint keys (the agent applies the return scale itself) and data
+# (normalised states, [-1, 1] actions, its returns-to-go); the checkpoint format is this family's own
+from morl.families.peda import CHECKPOINT_KEYS, DEFINITIONS, prepare  # noqa: E402, F401
 from morl.families.peda_networks import ActionBox, average_return_to_go
 
-DEFINITIONS = ("returns_to_go", "statistics_from")  # PEDA's training definitions
 FORMAT_VERSION = 1
 READS_VERSIONS = (1,)
-CHECKPOINT_KEYS = ("return_scale", "returns_to_go")  # as PEDA's: the agent applies the scale itself
-prepare = peda.prepare  # PEDA's data: normalised states, [-1, 1] actions, its returns-to-go
 
 
 @dataclass(frozen=True)
