@@ -154,3 +154,18 @@ def test_every_module_says_what_it_holds():
     """Each module opens with a docstring whose first line says what it holds."""
     bare = [name for name, path in module_files().items() if not ast.get_docstring(ast.parse(path.read_text()))]
     assert not bare, bare
+
+
+def test_evaluation_imports_nothing_of_training():
+    """Evaluating a checkpoint needs the normalisation rules and the checkpoint reader, never the
+    training loop: neither the evaluator nor the rollouts reach morl.trainer, directly or through
+    another module (the registry imports it only inside ``families.train``)."""
+    graph = import_graph()
+    for start in ("morl.evaluate", "morl.rollout", "morl.checkpoints"):
+        seen, todo = set(), [start]
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += sorted(graph.get(name, ()))
+        assert "morl.trainer" not in seen, f"{start} reaches morl.trainer"
