@@ -85,3 +85,18 @@ def test_the_command_writes_the_table_and_a_plot_per_row(tmp_path, capsys):
 def test_write_convergence_without_plots(tmp_path):
     out = write_convergence([along(tmp_path, "rvs-p", 0, 10, 1.0)], [], tmp_path / "t", plots=False)
     assert list(out) == ["convergence"] and not (tmp_path / "t" / "plots").exists()
+
+
+def test_the_committed_progress_of_the_paper_grid_is_what_its_evaluations_give(tmp_path):
+    """docs/paper-cpu/progress: convergence.csv rebuilt from the committed evaluations and cards."""
+    from pathlib import Path
+
+    from tables_compare import differences
+
+    folder = Path(__file__).resolve().parents[1] / "docs" / "paper-cpu" / "progress"
+    evaluations = sorted(folder.glob("runs/**/eval.parquet"))
+    cards = sorted(folder.glob("runs/*/data/*.card.md"))
+    assert len(evaluations) == 54 and len(cards) == 2
+    write_convergence(evaluations, cards, tmp_path, plots=False)
+    found = differences(folder, tmp_path, ["convergence.csv"])
+    assert not found, "\n".join(found)
