@@ -51,11 +51,11 @@ from pathlib import Path
 
 import polars as pl
 
-from morl.data import atomic_write
+from morl.data import atomic_write, read_meta
 from morl.envs import ENV_SPECS, get_spec
 from morl.errors import InputError
 from morl.evaluate import read_evaluation
-from morl.evaluation_checks import check_curves
+from morl.evaluation_checks import check_curves, check_datasets_unchanged
 from morl.generalisation import generalisation_iqm_table, generalisation_long, generalisation_table, is_variant
 from morl.intervals import improvement_table, interval_long, interval_table, iqm_table, normalised_scores
 from morl.metrics import trivial_ratio_text
@@ -124,6 +124,7 @@ def aggregate(
     plots: bool = True,
     front_models: Sequence[str | os.PathLike] = (),
     data_cards: Sequence[str | os.PathLike] = (),
+    datasets_in_use: Sequence[str | os.PathLike] = (),
 ) -> dict[str, Path]:
     """Write the tables and plots listed in the module docstring into ``out_dir``; return their paths.
 
@@ -142,8 +143,13 @@ def aggregate(
         data_cards: dataset cards (``*.card.md``, :mod:`morl.dataset_info`), one per complete
             dataset: B of its rows, the HV of the data's own front. A row without one has no B
             and no HV / B ("—").
+        datasets_in_use: dataset files the caller uses now (the workflow's imported datasets): an
+            evaluation made from one of them when it held other bytes is refused
+            (:func:`morl.evaluation_checks.check_datasets_unchanged`).
     """
     out_dir = Path(out_dir)
+    if datasets_in_use:
+        check_datasets_unchanged([(path, read_meta(path)) for path in model_evals], datasets_in_use)
     check_curves(curves or {})
     data_hv = read_data_fronts(data_cards)
     metrics, baselines = collect_metrics(model_evals, behavior_evals, front_models)

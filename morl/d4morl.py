@@ -13,7 +13,9 @@ An original D4MORL file is a pickled list with one dict per trajectory::
 :class:`~morl.envs.tasks.EnvSpec`, converts it and writes one Parquet file (see :mod:`morl.data`) that
 can stand in for a collected dataset. A trajectory that reaches the episode cap (500 steps)
 without a terminal flag is marked as a timeout; actions are clipped to the env's bounds (the
-format stores the action actually applied) and the number of clipped entries is recorded.
+format stores the action actually applied) and the number of clipped entries is recorded. Within a
+trajectory, ``next_observations[t]`` must equal ``observations[t + 1]`` exactly: D4MORL's collector
+appended both from the same array (:func:`morl.data.check_next_observations`).
 
 Pickles can run arbitrary code when loaded, so the file is read by :class:`RestrictedUnpickler`,
 which admits only what numpy arrays, numpy scalars, dtypes and plain containers need.
@@ -33,6 +35,7 @@ from morl.data import (
     PREFERENCE_SUM_TOLERANCE,
     DataFileError,
     Dataset,
+    check_next_observations,
     check_starts_at_reset,
     file_sha256,
     write_dataset,
@@ -308,6 +311,9 @@ def import_d4morl(
         meta=meta,
     )
     check_starts_at_reset(obs[ds.traj_starts], spec.id, pkl_path)
+    # D4MORL's collector stored observations[t + 1] and next_observations[t] as copies of the
+    # same array, so they agree exactly, also once both are rounded to float32
+    check_next_observations(ds, pkl_path)
     write_dataset(out_path, ds)
     summary = {
         "env_id": spec.id,

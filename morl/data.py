@@ -124,6 +124,21 @@ def file_sha256(path: os.PathLike | str, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def file_identity(path: os.PathLike | str) -> list[int] | None:
+    """What says, without reading it, that the file at ``path`` may have other bytes than before:
+    its size, modification and status-change times (ns) and inode; None if it does not exist.
+
+    A file replaced by a copy that keeps an older modification time (``cp -p``, ``rsync -a``,
+    unpacking an archive) gets a new status-change time, which no tool sets back, and mostly a new
+    inode. A ``chmod`` or a hard link changes it too: it tells that the bytes must be checked
+    (:func:`file_sha256`), not that they changed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 @dataclass(frozen=True, eq=False)
 class Dataset:
     """A dataset held as contiguous numpy arrays, one row per step.
@@ -531,9 +546,9 @@ def load_dataset(path: os.PathLike | str, expect_env: str | None = None) -> Data
 
 def _check_within_trajectories(ds: Dataset, traj_ids: np.ndarray, path) -> None:
     """Refuse a trajectory that ends before its last row: a ``terminal`` or ``timeout`` flag set
-    before its last step (the value-based families would cut their bootstrap there)."""
-    inner = np.ones(ds.n_steps, bool)  # rows that have a following row in their trajectory
-    inner[ds.traj_starts + ds.traj_lengths - 1] = False
+    before its last step (the value-based families would cut their bootstrap there); and one whose
+    steps do not follow one another (:func:`check_next_observations`)."""
+    inner = inner_rows(ds)
 
     def refuse(row: int, problem: str) -> None:
         raise DataFileError(path, f"trajectory {int(traj_ids[row])}, step {int(ds.steps[row])}: {problem}")
@@ -544,6 +559,49 @@ def _check_within_trajectories(ds: Dataset, traj_ids: np.ndarray, path) -> None:
             row = int(early[0])
             last = int(ds.traj_lengths[np.searchsorted(ds.traj_starts, row, side="right") - 1]) - 1
             refuse(row, f"the {name} flag is set before the trajectory's last step ({last})")
+    check_next_observations(ds, path, traj_ids)
+
+
+def inner_rows(ds: Dataset) -> np.ndarray:
+    """``(N,)`` bool: the rows that have a following row in their trajectory (all but each last step)."""
+    inner = np.ones(ds.n_steps, bool)
+    inner[ds.traj_starts + ds.traj_lengths - 1] = False
+    return inner
+
+
+#: Rows compared at a time by check_next_observations (bounds its temporary (rows, obs_dim) array).
+_COMPARE_ROWS = 1 << 18
+
+
+def check_next_observations(ds: Dataset, path, traj_ids: np.ndarray | None = None) -> None:
+    """Within every trajectory, each step's ``next_observation`` is the next step's ``observation``,
+    exactly (equal float32 values): the collector writes both from the same state, and D4MORL's
+    pickles hold both as copies of the same array. A file where they differ has rows from different
+    episodes joined, rows reordered, or damaged values; the value-based families would bootstrap
+    from states the trajectory never reached. Refused with a :class:`DataFileError` naming the
+    trajectory (``traj_ids``: its id per row, default ``ds.traj_ids``) and the step. The last step
+    of a trajectory is not compared (its next state begins no row).
+
+    Vectorised a block of rows at a time: about 20 ms per million rows of 17 observations."""
+    obs, nxt = ds.observations, ds.next_observations
+    differs = np.zeros(ds.n_steps, bool)  # row t differs from row t + 1
+    for start in range(0, ds.n_steps - 1, _COMPARE_ROWS):
+        stop = min(start + _COMPARE_ROWS, ds.n_steps - 1)
+        differs[start:stop] = np.any(nxt[start:stop] != obs[start + 1 : stop + 1], axis=1)
+    bad = np.flatnonzero(differs & inner_rows(ds))
+    if not bad.size:
+        return
+    row = int(bad[0])
+    entry = int(np.flatnonzero(nxt[row] != obs[row + 1])[0])
+    ids = ds.traj_ids if traj_ids is None else traj_ids
+    step = int(ds.steps[row])
+    raise DataFileError(
+        path,
+        f"trajectory {int(ids[row])}, step {step}: next_observation differs from the observation of "
+        f"step {step + 1} (entry {entry}: {nxt[row, entry]:.9g} against {obs[row + 1, entry]:.9g}; "
+        f"{bad.size} step(s) affected); within a trajectory each step must start from the state the "
+        "previous one ended in (rows of different episodes joined, reordered, or damaged)",
+    )
 
 
 @dataclass(frozen=True)

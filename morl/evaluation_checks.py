@@ -9,7 +9,9 @@ what sets them apart.
   from other dataset files, of datasets from other behavior policies or normalised with another
   expert-high dataset, evaluated with other seeds, episodes or preference grids, or seeds of one
   cell trained with other settings;
-* :func:`check_curves` - a training curve given for another run than its evaluation's.
+* :func:`check_curves` - a training curve given for another run than its evaluation's;
+* :func:`check_datasets_unchanged` - evaluations made from a dataset file that has since been
+  replaced by other bytes.
 
 Facts a file does not record (older files, imported D4MORL datasets) are not compared.
 """
@@ -20,7 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from morl.curves import read_curve_run
-from morl.data import DataFileError, FileMismatchError, read_meta, short_hash
+from morl.data import DataFileError, FileMismatchError, file_sha256, read_meta, short_hash
 from morl.errors import InputError
 
 
@@ -218,3 +220,55 @@ def check_curves(curves: Mapping[str, str | os.PathLike]) -> None:
             raise FileMismatchError(
                 curve, evaluation, [*differences, "give the curves in the order of the evaluations"]
             )
+
+
+#: The dataset files an evaluation records, each with its SHA-256 then, and what the evaluation is of it.
+DATASET_RECORDS = (
+    ("dataset", "dataset_sha256", "was evaluated on a dataset"),
+    ("coverage_source", "coverage_source_sha256", "was evaluated on a coverage variant cut from a dataset"),
+    ("reference_dataset", "reference_dataset_sha256", "is of a model normalised with a dataset"),
+)
+
+
+def _same_file_key(path: str | os.PathLike) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_datasets_unchanged(
+    model_evals: Sequence[tuple[str | os.PathLike, dict]], datasets: Sequence[str | os.PathLike]
+) -> None:
+    """Refuse an evaluation (``(path, metadata)``) made from a dataset file that now holds other bytes.
+
+    ``datasets``: the dataset files the caller uses now (the workflow's imported datasets). For each
+    file an evaluation records (its dataset, the complete dataset its coverage variant was cut from,
+    the expert-high dataset its model was normalised with) that exists and is one of ``datasets``
+    (the same file, however spelled), the SHA-256 recorded then must be the file's now. A file
+    replaced by a copy that keeps an older modification time (``cp -p``, ``rsync -a``, unpacking an
+    archive) is not newer than the results made from it, so Snakemake rebuilds none of them; the
+    tables would show results of the old data. Recorded paths that do not exist here, or are other
+    files (slices made on other machines), are not checked. Each distinct file is hashed once."""
+    in_use = {key for key in map(_same_file_key, datasets) if key is not None}
+    if not in_use:
+        return
+    now: dict[tuple[int, int], str] = {}
+    for path, meta in model_evals:
+        for path_key, sha_key, what in DATASET_RECORDS:
+            recorded, sha = meta.get(path_key), meta.get(sha_key)
+            if not recorded or not sha:
+                continue
+            key = _same_file_key(recorded)
+            if key not in in_use:
+                continue
+            if key not in now:
+                now[key] = file_sha256(recorded)
+            if now[key] != sha:
+                raise InputError(
+                    f"{path} {what} with sha256 {short_hash(sha)}, but {recorded} now holds sha256 "
+                    f"{short_hash(now[key])}: the file was replaced after the run (a copy that is not newer than "
+                    f"the results made from it, as cp -p, rsync -a and archives make, rebuilds none of them); "
+                    f"run `touch {recorded}` and snakemake again to rebuild them"
+                )

@@ -32,7 +32,7 @@ import torch
 from morl import __version__
 from morl.cpu import flush_subnormals
 from morl.curves import curve_interval, write_curve
-from morl.data import check_env, file_sha256, load_dataset, load_observations, read_meta
+from morl.data import Dataset, check_env, file_sha256, load_dataset, load_observations, read_meta
 from morl.errors import InputError
 from morl.families.base import Dims, cpu_state_dict
 from morl.normalisation import check_reference, dataset_facts, observation_stats, resolve_reference
@@ -157,6 +157,27 @@ def check_seed(seed: Any) -> int:
     return int(seed)
 
 
+def warn_single_trajectory(ds: Dataset, dataset_path: Path, reference_path: Path | None) -> None:
+    """Warn (not refuse) when the training dataset holds one trajectory: the model sees one
+    preference only, and the evaluation's target regression of return on preference, when fitted on
+    this file (``reference_path`` None: no other expert-high dataset gives it), has one point to
+    fit: its slope is undetermined, so it predicts that trajectory's return at every preference and
+    the return-conditioned models start every preference from ``w * R`` with that one ``R``."""
+    if ds.n_trajectories != 1:
+        return
+    if reference_path is None:
+        targets = (
+            "the evaluation's target regression of return on preference, fitted on it, is underdetermined: "
+            "it predicts that trajectory's return at every preference, so the return-conditioned models' "
+            "initial targets follow no trade-off between the objectives"
+        )
+    else:
+        targets = (
+            f"the evaluation's target regression is fitted on {reference_path}, but the model sees one preference only"
+        )
+    log.warning("%s: the dataset has one trajectory; %s; training goes on", dataset_path, targets)
+
+
 def train(
     family: Any,
     dataset_path: os.PathLike | str,
@@ -206,6 +227,7 @@ def train(
         check_reference(reference_path, meta, dataset_path)
     ds = load_dataset(dataset_path, expect_env=expect_env)
     facts = dataset_facts(ds, dataset_path)
+    warn_single_trajectory(ds, dataset_path, None if same else reference_path)
     dataset_sha = file_sha256(dataset_path)
     stats, reference_sha = None, None
     if reference_path is not None:  # only the reference's states are read

@@ -25,6 +25,7 @@ rule aggregate:
         datasets=datasets(),
         models=config["models"],
         seeds=config["seeds"],
+        imported_datasets=imported_identities(),
     script:
         "../workflow_scripts/aggregate.py"
 
@@ -54,6 +55,7 @@ rule partial_tables:
         datasets=datasets(),
         models=config["models"],
         seeds=config["seeds"],
+        imported_datasets=imported_identities(),
     script:
         "../workflow_scripts/aggregate.py"
 

@@ -12,6 +12,7 @@ from morl.config import (
     training_definitions,
 )
 from morl.coverage import front_model_steps
+from morl.data import file_identity
 from morl.families import wildcard_pattern
 from morl.shipped import shipped_policy_path
 from morl.vocabulary import COMPLETE, VARIANT_WILDCARD, WILDCARDS, coverage_suffix
@@ -60,6 +61,15 @@ BENCH = os.path.join(R, "benchmarks")
 
 
 IMPORTED = imported_datasets(config)
+
+
+def imported_identities():
+    """Each imported dataset file with its size, times and inode (morl.data.file_identity). A param
+    of the table rules: a file replaced by a copy that keeps an older mtime (cp -p, rsync -a, an
+    archive) is not newer than the results made from it, so Snakemake would rebuild nothing; the
+    changed param reruns `aggregate`, which refuses evaluations made from other bytes than the
+    file's now (morl.evaluation_checks.check_datasets_unchanged) and says how to rebuild them."""
+    return {path: file_identity(path) for path in IMPORTED.values()}
 
 
 def behavior_policy(wildcards):

@@ -824,3 +824,59 @@ def test_a_damaged_preference_or_target_is_named_with_its_file(tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{bad}: column '{column}' holds NaN" in err
     assert not (tmp_path / "tables").exists() and not (tmp_path / "cli").exists()
+
+
+def test_evaluations_of_a_dataset_replaced_since_are_refused(tmp_path):
+    """An imported dataset replaced by a copy that keeps an older mtime (cp -p, rsync -a, an archive)
+    rebuilds nothing in Snakemake; its changed identity reruns `aggregate`, which compares each
+    evaluation's recorded dataset SHA-256 (and its reference dataset's) with the file's now and
+    refuses, naming both files. Recorded paths that are not the workflow's files are not checked."""
+    import hashlib
+    import os
+
+    from morl.data import file_identity
+
+    def sha(path):
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    data, other = tmp_path / "d4morl", tmp_path / "elsewhere"
+    data.mkdir(), other.mkdir()
+    dataset, reference = data / "amateur-high.parquet", data / "expert-high.parquet"
+    dataset.write_bytes(b"the data the run was made from")
+    reference.write_bytes(b"the expert-high data")
+    (other / "amateur-high.parquet").write_bytes(b"a file of another machine's slice")
+    e0 = fake_eval(tmp_path / "e0.parquet", "amateur", "high", "bc", 0, [[1.0, 2.0]],
+                   dataset=str(dataset), dataset_sha256=sha(dataset))  # fmt: skip
+    e1 = fake_eval(tmp_path / "e1.parquet", "amateur", "high", "bc-p", 0, [[2.0, 1.0]], dataset=str(dataset),
+                   dataset_sha256=sha(dataset), reference_dataset=str(reference), reference_dataset_sha256=sha(reference))  # fmt: skip
+    e2 = fake_eval(tmp_path / "e2.parquet", "expert", "low", "rvs", 0, [[1.5, 1.5]],  # a slice's, made elsewhere
+                   dataset=str(other / "amateur-high.parquet"), dataset_sha256="cd" * 32)  # fmt: skip
+    evals, in_use = [e0, e1, e2], [dataset, reference]
+    aggregate(evals, [], tmp_path / "t", plots=False, datasets_in_use=in_use)
+
+    # the old data comes back with its old time: not newer, but another file to the identity
+    old = tmp_path / "old.parquet"
+    old.write_bytes(b"older data of the same cell")
+    os.utime(old, ns=(10**18, 10**18))
+    before, was = file_identity(dataset), sha(dataset)
+    shutil.copy2(old, dataset)  # cp -p
+    assert dataset.stat().st_mtime_ns < before[1] and file_identity(dataset) != before
+    spelled = data / ".." / "d4morl" / "amateur-high.parquet"
+    for given in (in_use, [spelled]):
+        with pytest.raises(InputError) as caught:
+            aggregate(evals, [], tmp_path / "t", plots=False, datasets_in_use=given)
+        assert str(caught.value) == (
+            f"{e0} was evaluated on a dataset with sha256 {was[:12]}, but {dataset} now holds sha256 "
+            f"{sha(dataset)[:12]}: the file was replaced after the run (a copy that is not newer than the results "
+            "made from it, as cp -p, rsync -a and archives make, rebuilds none of them); "
+            f"run `touch {dataset}` and snakemake again to rebuild them"
+        )
+    # committed slices and `morl aggregate` by hand name no files in use: nothing is hashed
+    aggregate(evals, [], tmp_path / "t", plots=False)
+
+    dataset.write_bytes(b"the data the run was made from")  # back as it was
+    reference.write_bytes(b"the expert-high data, replaced")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(e1))} is of a model normalised with a dataset with sha256 "
+                                         rf"[0-9a-f]{{12}}, but {re.escape(str(reference))} now holds"):  # fmt: skip
+        aggregate(evals, [], tmp_path / "t", plots=False, datasets_in_use=in_use)
+    aggregate([e0, e2], [], tmp_path / "t", plots=False, datasets_in_use=in_use)  # e0 was not normalised with it

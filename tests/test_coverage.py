@@ -46,13 +46,19 @@ def make_dataset(w1=None, n_obj=2, seed=0, n_traj=N_TRAJ) -> Dataset:
     timeouts = np.zeros(n, bool)
     terminals[ends[::2]] = True
     timeouts[ends[1::2]] = True
+    observations = rng.normal(size=(n, OBS_DIM))
+    actions = rng.uniform(-1, 1, size=(n, ACT_DIM))
+    rewards = rng.uniform(0, 3, size=(n, n_obj))
+    # each step starts where the previous one ended; a trajectory's last step goes somewhere new
+    next_observations = np.roll(observations, -1, axis=0)
+    next_observations[ends] = rng.normal(size=(n, OBS_DIM))[ends]
     return Dataset.from_arrays(
-        rng.normal(size=(n, OBS_DIM)),
-        rng.uniform(-1, 1, size=(n, ACT_DIM)),
-        rng.uniform(0, 3, size=(n, n_obj)),
+        observations,
+        actions,
+        rewards,
         prefs.astype(np.float32),
         lengths,
-        next_observations=rng.normal(size=(n, OBS_DIM)),
+        next_observations=next_observations,
         terminals=terminals,
         timeouts=timeouts,
         meta={"env_id": "Toy-v0", "quality": "expert", "entropy": "high"},

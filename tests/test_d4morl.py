@@ -31,10 +31,12 @@ def make_trajectories(env_id, lengths=(4, 7, 3), per_step_pref=True, terminal_at
         pref = rng.dirichlet(np.ones(spec.n_obj))
         terminals = np.zeros(T, bool)
         terminals[-1] = term_end
+        # T + 1 states: step t goes from state t to state t + 1, as D4MORL's collector stored them
+        states = at_rest(rng.normal(size=(T + 1, spec.obs_dim)), [T + 1], env_id).astype(np.float64)
         trajs.append({
-            "observations": at_rest(rng.normal(size=(T, spec.obs_dim)), [T], env_id).astype(np.float64),
+            "observations": states[:-1].copy(),
             "actions": rng.uniform(spec.act_low, spec.act_high, size=(T, spec.act_dim)),
-            "next_observations": rng.normal(size=(T, spec.obs_dim)),
+            "next_observations": states[1:].copy(),
             "raw_rewards": rng.normal(size=(T, spec.n_obj)),
             "terminals": terminals,
             "preference": np.tile(pref, (T, 1)) if per_step_pref else pref,
@@ -197,6 +199,29 @@ def test_bad_trajectories_name_file_index_and_field(tmp_path, case):
     assert "broken_source.pkl" in msg and "trajectory 1" in msg and repr(field) in msg, msg
     assert problem in msg, msg
     assert not out.exists() and not list(tmp_path.glob(".*tmp"))
+
+
+def test_next_observations_that_do_not_follow_are_refused(tmp_path):
+    """D4MORL's collector stored next_observations[t] and observations[t + 1] from the same array, so
+    within a trajectory they agree exactly once converted to the float32 the dataset stores; a
+    pickle where they differ is refused naming the file, the trajectory and the step, and nothing is
+    written."""
+    trajs = make_trajectories(TWO_OBJ)
+    trajs[1]["next_observations"][3, 2] += 1e-3
+    pkl = write_pickle(tmp_path / "joined.pkl", trajs)
+    out = tmp_path / "out.parquet"
+    with pytest.raises(DataFileError) as info:
+        import_d4morl(pkl, TWO_OBJ, "expert", "high", out, progress=False)
+    assert str(info.value).startswith(
+        f"{pkl}: trajectory 1, step 3: next_observation differs from the observation of step 4 (entry 2"
+    )
+    assert not out.exists() and not list(tmp_path.glob(".*tmp"))
+    # the last step's next state begins no row, and what float32 cannot tell apart is the same state
+    trajs = make_trajectories(TWO_OBJ)
+    trajs[1]["next_observations"][-1] += 1.0
+    trajs[1]["next_observations"][3, 2] *= 1 + 1e-12
+    import_d4morl(write_pickle(tmp_path / "ok.pkl", trajs), TWO_OBJ, "expert", "high", out, progress=False)
+    assert load_dataset(out).n_trajectories == 3
 
 
 @pytest.mark.parametrize(

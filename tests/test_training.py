@@ -256,6 +256,27 @@ def test_checkpoint_contents_and_curve(dataset_path, tmp_path):
     assert float(rows[-1]["loss"]) == pytest.approx(summary["final_loss"])
 
 
+def test_a_one_trajectory_dataset_trains_with_a_warning(dataset_path, tmp_path, caplog):
+    """One trajectory: the target regression of return on preference has one point to fit and
+    predicts its return everywhere. Training goes on, with a warning that says so."""
+    single = tmp_path / "single.parquet"
+    write_dataset(single, make_dataset(lengths=(12,)))
+    hp = dict(HP, steps=2, checkpoint_every=0)
+    with caplog.at_level("WARNING", logger="morl.trainer"):
+        summary = train(single, "dt-p", 0, hp, tmp_path / "one.pt", device="cpu", progress=False)
+    assert summary["steps"] == 2 and (tmp_path / "one.pt").exists()
+    warnings = [r for r in caplog.records if r.name == "morl.trainer" and r.levelname == "WARNING"]
+    assert len(warnings) == 1, caplog.text
+    message = warnings[0].getMessage()
+    assert message.startswith(f"{single}: the dataset has one trajectory; ")
+    assert "target regression of return on preference" in message and "underdetermined" in message
+    assert "predicts that trajectory's return at every preference" in message
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="morl.trainer"):
+        train(dataset_path, "dt-p", 0, hp, tmp_path / "five.pt", device="cpu", progress=False)
+    assert "one trajectory" not in caplog.text  # five trajectories: nothing to say
+
+
 def test_training_is_seeded_and_leaves_global_rng_alone(dataset_path, tmp_path):
     hp = dict(HP, checkpoint_every=0)
     torch.manual_seed(123)
@@ -416,6 +437,7 @@ def test_only_modt_clips_its_gradients(name, dataset_path, tmp_path, monkeypatch
 def write_cell(tmp_path, name, quality, entropy, seed, obs_shift=0.0, **meta):
     ds = make_dataset(seed=seed, meta={"quality": quality, "entropy": entropy, **meta})
     ds.observations[:] += obs_shift
+    ds.next_observations[:] += obs_shift  # the same states, shifted
     path = tmp_path / f"{name}.parquet"
     write_dataset(path, ds)
     return path, ds

@@ -31,7 +31,7 @@ class TD3Settings:
     policy_delay: int = required("Critic updates per actor and target update.")
     expl_noise: float = required("Std of the Gaussian exploration noise, in half action ranges.")
     buffer_size: int = required("Replay buffer rows (at most 1e8).")
-    checkpoint_every: int = required("Environment steps between resumable checkpoints.")
+    checkpoint_every: int = required("Environment steps between resumable checkpoints (0: none).")
     seed: int = required("Seed of the networks, the replay sampling, the preferences and the episodes.")
 
     @classmethod
@@ -61,6 +61,6 @@ RULES: dict[str, rules.Rule] = {
     "policy_delay": rules.count(),
     "expl_noise": rules.non_negative(),
     "buffer_size": rules.at_least(1, at_most=100_000_000),
-    "checkpoint_every": rules.count(),
+    "checkpoint_every": rules.count_or_zero(),
     "seed": rules.seed(),
 }
