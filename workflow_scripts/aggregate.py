@@ -24,6 +24,7 @@ def main(sm) -> None:
             curves=curves,
             front_models=sm.input.front_models,
             data_cards=sm.input.data_cards,
+            datasets_in_use=list(sm.params.imported_datasets),
         )
 
 
