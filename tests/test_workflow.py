@@ -468,3 +468,50 @@ def test_a_killed_run_finishes_with_the_readme_commands(tmp_path):
     assert (tmp_path / "results/tables/results.md").exists()
     for model in config["models"]:
         assert (tmp_path / f"results/MO-HalfCheetah-v2/amateur-low/{model}/seed0/eval.parquet").exists()
+
+
+@pytest.mark.slow
+def test_an_imported_dataset_replaced_by_an_older_copy_is_noticed(tmp_path, tiny_dataset):
+    """cp -p, rsync -a or an archive put back data with an older mtime: Snakemake alone would say
+    "Nothing to be done" and keep the tables of the replaced data. The file's identity (a param of
+    `aggregate`) reruns the tables, which refuse evaluations made from other bytes, naming both
+    files; `touch` on the file, as the message says, rebuilds what was made from it."""
+    from dataclasses import replace
+
+    from morl.data import load_dataset, write_dataset
+
+    ds = load_dataset(tiny_dataset)  # as an imported D4MORL file: no behavior policy recorded
+    derived = ("n_obj", "obs_dim", "act_dim", "n_trajectories", "n_steps", "format_version")
+    meta = {k: v for k, v in ds.meta.items() if k not in derived and not k.startswith("behavior_")}
+    imported, older = tmp_path / "d4morl" / "amateur-high.parquet", tmp_path / "backup" / "amateur-high.parquet"
+    write_dataset(imported, replace(ds, meta={**meta, "origin": "d4morl", "source_file": "new.pkl"}))
+    write_dataset(older, replace(ds, meta={**meta, "origin": "d4morl", "source_file": "old.pkl"}))
+    os.utime(older, (time.time() - 86400,) * 2)
+    config = yaml.safe_load((ROOT / "configs/smoke.yaml").read_text())
+    config.update(envs=["MO-HalfCheetah-v2"], qualities=["amateur"], entropies=["high"], models=["bc"])
+    config["behavior"]["shipped"] = True
+    config["imported_datasets"] = [{"env": "MO-HalfCheetah-v2", "quality": "amateur", "entropy": "high",
+                                    "path": str(imported)}]  # fmt: skip
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    res = snakemake("--cores", "2", "--configfile", "c.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+
+    shutil.copy2(older, imported)  # cp -p: the old bytes, with the old mtime
+    dry = snakemake("-n", "--configfile", "c.yaml", cwd=tmp_path, timeout=120)
+    counts = job_counts(dry.stdout + dry.stderr)
+    assert dry.returncode == 0 and counts["aggregate"] == 1 and "train" not in counts, dry.stdout  # only the tables
+    res = snakemake("--cores", "2", "--configfile", "c.yaml", cwd=tmp_path)
+    evaluation = "results/MO-HalfCheetah-v2/amateur-high/bc/seed0/eval.parquet"
+    assert res.returncode != 0
+    assert any(
+        line.startswith(f"morl aggregate: error: {evaluation} was evaluated on a dataset with sha256 ")
+        and f"but {imported} now holds sha256 " in line
+        and f"run `touch {imported}`" in line
+        for line in res.stderr.splitlines()
+    ), res.stderr[-3000:]
+
+    imported.touch()
+    res = snakemake("--cores", "2", "--configfile", "c.yaml", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    counts = job_counts(res.stdout + res.stderr)
+    assert counts["train"] == 1 and counts["evaluate"] == 1 and counts["aggregate"] == 1, counts
