@@ -151,6 +151,7 @@ def load_agent(family: Any, path: os.PathLike | str, device: str = "cpu", defini
     except (KeyError, RuntimeError, ValueError) as exc:
         raise CheckpointError(path, f"weights do not fit the model ({exc})") from exc
     agent.model_name = ckpt["model_name"]
+    agent.family = family.name  # whose module says how its episodes start (initial_targets)
     agent.seed = ckpt.get("seed")
     agent.source = str(path)
     agent.training = {

@@ -54,7 +54,7 @@ from morl.data import (
 )
 from morl.envs import get_spec
 from morl.errors import InputError
-from morl.families import checkpoint_family, load_agent
+from morl.families import family, load_agent
 from morl.metrics import (
     front_at,
     hypervolume,
@@ -283,11 +283,6 @@ def _coverage_of(dataset, ds_meta: dict, coverage_source) -> tuple[dict, np.ndar
     return record, load_trajectories(coverage_source).traj_returns
 
 
-def family_module(checkpoint: str | os.PathLike):
-    """The module of the family whose final checkpoint this is."""
-    return checkpoint_family(checkpoint).load()
-
-
 def evaluate_checkpoint(
     checkpoint: str | os.PathLike,
     dataset: str | os.PathLike,
@@ -340,7 +335,7 @@ def evaluate_checkpoint(
         if reference != Path(dataset):
             check_reference(reference, ds_meta, dataset)
             ds = load_trajectories(reference)
-    make_targets = getattr(family_module(checkpoint), "initial_targets", regression_targets)
+    make_targets = getattr(family(agent.family).load(), "initial_targets", regression_targets)
     record: dict[str, Any] = {}
 
     def target_fn(prefs: np.ndarray) -> np.ndarray:

@@ -89,10 +89,6 @@ class CoreSettings:
     )
 
 
-#: The range of each core setting.
-CORE_RULES: dict[str, rules_core.Rule] = rules_core.CORE_RULES
-
-
 def cpu_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``module``'s weights on the CPU."""
     return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
