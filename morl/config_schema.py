@@ -10,8 +10,9 @@ once:
   and the behavior methods from theirs (:data:`morl.behavior.METHODS`);
 - the settings sections from their frozen dataclasses and rules (:func:`morl.settings.json_schema`):
   each behavior method's (TD3's at the top of ``behavior``, PGMORL's under ``behavior.pgmorl``), the
-  ``behavior`` section itself with its overrides, PEDA's (``peda_settings``, which
-  :func:`morl.config.load_schema` turns into ``train.peda``) and ``coverage``.
+  ``behavior`` section itself with its overrides, each agent family's (``<family>_settings``, e.g.
+  ``peda_settings``, which :func:`morl.config.load_schema` turns into ``train.<family>``) and
+  ``coverage``.
 
 The settings dataclasses sit beside the code that uses them, some of it importing torch (PEDA's,
 TD3's); the command line and config loading must not, so the block is written into the committed
@@ -115,19 +116,21 @@ def behavior_defs() -> dict[str, dict[str, Any]]:
 
 
 def settings_defs() -> dict[str, dict[str, Any]]:
-    """PEDA's settings (as ``peda_settings``) and the ``coverage`` section. Imports torch (PEDA's module)."""
+    """Each agent family's settings (as ``<family>_settings``, which :func:`morl.config.load_schema`
+    turns into ``train.<family>``) and the ``coverage`` section. Imports torch (the families' modules)."""
     from morl import coverage
-    from morl.families import family
+    from morl.families import FAMILIES
 
-    peda = family("peda").load()
-    return {
-        "peda_settings": rules.json_schema(peda.Settings, {**rules.CORE_RULES, **peda.RULES}),
-        "coverage": {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": rules.json_schema(coverage.CoverageSettings, coverage.RULES),
-        },
+    defs = {}
+    for fam in FAMILIES:
+        module = fam.load()
+        defs[f"{fam.name}_settings"] = rules.json_schema(module.Settings, {**rules.CORE_RULES, **module.RULES})
+    defs["coverage"] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": rules.json_schema(coverage.CoverageSettings, coverage.RULES),
     }
+    return defs
 
 
 def generated_defs() -> dict[str, dict[str, Any]]:

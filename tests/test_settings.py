@@ -4,21 +4,27 @@ are found through their registry."""
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import types
 from dataclasses import dataclass
+from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
 import morl.behavior as behavior
 from morl import coverage, settings
 from morl.behavior import DEFAULT_METHOD, METHODS, Method, train_behavior
+from morl.config import ConfigError, validate_config
 from morl.config_schema import SCHEMA_PATH, committed_block, generated_defs, render
 from morl.errors import InputError
-from morl.families import family
+from morl.families import FAMILIES
 from morl.settings import SettingError, json_schema, required, resolve, section, setting
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,8 @@ def test_json_schema_says_what_resolve_checks():
 
 def every_rule():
     """(where, rule) of every settings section whose schema is generated."""
-    peda = family("peda").load()
-    rules = {"peda": {**settings.CORE_RULES, **peda.RULES}, "coverage": coverage.RULES}
+    rules = {f.name: {**settings.CORE_RULES, **f.load().RULES} for f in FAMILIES}
+    rules["coverage"] = coverage.RULES
     rules |= {m.label: m.settings().RULES for m in METHODS}
     for f in coverage.CoverageSettings.__dataclass_fields__.values():
         if "section" in f.metadata:
@@ -120,6 +126,20 @@ def test_the_committed_schema_block_is_what_the_sources_generate():
     """Run ``python -m morl.config_schema`` after changing a settings dataclass, its rules, the
     vocabulary or a registry."""
     assert committed_block(SCHEMA_PATH.read_text()) == render(generated_defs())
+
+
+@pytest.mark.parametrize("fam", [f.name for f in FAMILIES])
+def test_every_familys_section_is_checked_key_by_key_by_the_schema(fam):
+    """A misspelt or out-of-range key under train.<family> is refused when the config is read, with the
+    keys the family knows, whatever the family."""
+    with open(ROOT / "configs" / "smoke.yaml") as f:
+        config = yaml.safe_load(f)
+    config.setdefault("train", {})[fam] = {"stepz": 10}
+    with pytest.raises(ConfigError, match=rf"unknown key train\.{fam}\.stepz \(allowed here: .*\bsteps\b"):
+        validate_config(copy.deepcopy(config), "c.yaml")
+    config["train"][fam] = {"steps": 0}
+    with pytest.raises(ConfigError, match=rf"train\.{fam}\.steps"):
+        validate_config(config, "c.yaml")
 
 
 def test_behavior_methods_are_dispatched_through_their_registry(monkeypatch, tmp_path):
