@@ -4,6 +4,7 @@ byte-identical resumes after a kill, and acting by PEDA's nearest-policy rule.""
 from __future__ import annotations
 
 import copy
+import io
 import os
 import signal
 import subprocess
@@ -164,6 +165,33 @@ def _morl(*args, cwd: Path, **kw):
                             stderr=subprocess.STDOUT, text=True, **kw)  # fmt: skip
 
 
+def _kill_when(run: subprocess.Popen, partial: Path, output: Path, stop_when) -> None:
+    """Kill ``run`` (SIGKILL) once its partial state meets ``stop_when``, and leave on disk what a kill
+    at that moment leaves: that partial state and no finished file. On a busy machine the run may
+    write its next state, or finish, between two looks; the state that was seen is put back, so the
+    test does not depend on timing."""
+    seen = None
+    deadline = time.time() + 300
+    while seen is None and time.time() < deadline:
+        try:
+            raw = partial.read_bytes()
+            st = torch.load(io.BytesIO(raw), weights_only=True)
+        except Exception:  # not there yet, or being replaced
+            raw = st = None
+        if st is not None and stop_when(st):
+            seen = raw
+        elif run.poll() is not None:
+            break
+        else:
+            time.sleep(0.02)
+    if run.poll() is None:
+        os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    assert seen is not None, "the run never showed the state it was to be killed in"
+    partial.write_bytes(seen)
+    output.unlink(missing_ok=True)
+
+
 def test_a_killed_run_resumes_to_the_same_file_as_an_uninterrupted_one(tmp_path):
     """Killed (SIGKILL) twice, inside the warm-up (between its chunks) and at a later generation
     boundary, and rerun each time: the same bytes as a run never stopped."""
@@ -176,24 +204,9 @@ def test_a_killed_run_resumes_to_the_same_file_as_an_uninterrupted_one(tmp_path)
     out, _ = whole.communicate(timeout=600)
     assert whole.returncode == 0, out
     partial = tmp_path / "cut.pt.partial"
-
-    def state():
-        try:
-            return torch.load(partial, weights_only=True)
-        except Exception:  # not there yet, or being replaced
-            return None
-
     for stop_when in (lambda st: st["in_generation"] is not None, lambda st: st["generation"] >= 2):
         run = _morl(*argv, "cut.pt", cwd=tmp_path, start_new_session=True)
-        deadline = time.time() + 300
-        while time.time() < deadline and run.poll() is None:
-            st = state()
-            if st is not None and stop_when(st):
-                break
-            time.sleep(0.02)
-        assert run.poll() is None, "the run finished before it could be killed; the test needs a longer run"
-        os.killpg(run.pid, signal.SIGKILL)
-        run.wait()
+        _kill_when(run, partial, tmp_path / "cut.pt", stop_when)
         assert partial.exists() and not (tmp_path / "cut.pt").exists()
         in_progress = load_behavior(partial, expect_env="MO-Swimmer-v2")  # a run in progress can be evaluated
         assert in_progress.meta["partial"] and len(in_progress.objs) >= 1
