@@ -380,6 +380,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", default="config.yaml", help="experiment config (default: config.yaml)")
         return sp
 
+    def add_workers(sp):
+        sp.add_argument(
+            "--workers",
+            type=_bounded_count(MAX_WORKERS, "workers"),
+            default=1,
+            help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
+        )
+
+    def add_device(sp):
+        sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+
     add("envs", cmd_envs, "list the available environments")
     sp = add("validate-config", cmd_validate, "check a config file against the schema")
     sp.add_argument("config")
@@ -395,17 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="train with this behavior method "
         "instead of the config's behavior.method (its settings from the same config)",
     )
-    sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+    add_device(sp)
 
     sp = with_config(add("behavior-front", cmd_behavior_front, "evaluate a behavior policy and trivial baselines"))
     sp.add_argument("--policy", required=True)
     sp.add_argument("--output", required=True, type=_output_file)
-    sp.add_argument(
-        "--workers",
-        type=_bounded_count(MAX_WORKERS, "workers"),
-        default=1,
-        help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
-    )
+    add_workers(sp)
 
     sp = add(
         "thin-population",
@@ -428,12 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override the config's count",
     )
     sp.add_argument("--seed", type=_seed, default=None, help="override the config's seed")
-    sp.add_argument(
-        "--workers",
-        type=_bounded_count(MAX_WORKERS, "workers"),
-        default=1,
-        help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
-    )
+    add_workers(sp)
 
     sp = add("dataset-info", cmd_dataset_info, "describe a dataset file: sizes, returns, preference spread, HV")
     sp.add_argument("file", help="a dataset Parquet file")
@@ -451,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=_seed, default=0)
     sp.add_argument("--output", required=True, type=_output_file)
     sp.add_argument("--curve", default=None, type=_output_file)
-    sp.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda")
+    add_device(sp)
     sp.add_argument(
         "--reference-dataset",
         default=None,
@@ -477,12 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
         "trained with (for the target-return regression under train.peda.statistics_from: "
         "expert-high)",
     )
-    sp.add_argument(
-        "--workers",
-        type=_bounded_count(MAX_WORKERS, "workers"),
-        default=1,
-        help="cores stepping the environments (threads; processes for MO-Gymnasium tasks)",
-    )
+    add_workers(sp)
 
     sp.add_argument(
         "--coverage-source",

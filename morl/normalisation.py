@@ -1,7 +1,7 @@
 """The units every family trains and acts in, and which dataset fixes them.
 
 States are normalised with per-dimension statistics (:func:`observation_stats`) and clipped to
-±:data:`STATE_CLIP`, in training and in every rollout; actions are clipped to the env's bounds and
+±:data:`STATE_CLIP` (:func:`normalise_states`), in training and in every rollout; actions are clipped to the env's bounds and
 mapped onto [-1, 1] (:func:`normalise_actions`); an episode lasts at most the dataset's
 ``max_episode_steps`` (:func:`dataset_facts` reads and checks the cap and the bounds).
 
@@ -54,10 +54,20 @@ def observation_stats(observations: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return mean.astype(np.float32), std.astype(np.float32)
 
 
-def normalise_actions(actions: np.ndarray, low, high) -> np.ndarray:
-    """Actions clipped to the bounds ``[low, high]`` and mapped onto [-1, 1] (float32, a new array)."""
-    low = np.asarray(low, np.float32)
-    high = np.asarray(high, np.float32)
+def normalise_states(observations: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """States normalised with the statistics ``mean``/``std`` and clipped to ±:data:`STATE_CLIP`
+    (a new array), as every family trains on them."""
+    out = (observations - mean) / std
+    np.clip(out, -STATE_CLIP, STATE_CLIP, out=out)
+    return out
+
+
+def normalise_actions(actions: np.ndarray, low=None, high=None) -> np.ndarray:
+    """Actions clipped to the bounds ``[low, high]`` and mapped onto [-1, 1] (float32, a new array);
+    bounds left out are -1 and 1 in every dimension."""
+    act_dim = np.shape(actions)[-1]
+    low = np.asarray([-1.0] * act_dim if low is None else low, np.float32)
+    high = np.asarray([1.0] * act_dim if high is None else high, np.float32)
     out = np.clip(actions, low, high)
     out -= (high + low) / 2
     out /= (high - low) / 2

@@ -127,12 +127,6 @@ class Learner(value.ValueLearner):
             "log_alpha": value.adam(self.log_alpha, settings["policy_lr"], device),
         }
 
-    @staticmethod
-    def _step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings
         s, a, w = batch["states"], batch["actions"], batch["preferences"]
@@ -172,15 +166,15 @@ class Learner(value.ValueLearner):
             ood = torch.logsumexp((sq - log_density) / temp, 1) * temp
             penalty = penalty + (ood - q).mean()
         critic_loss = td_loss + settings["cql_alpha"] * penalty
-        self._step(self.optimizers["critic"], critic_loss)
+        value.minimise(self.optimizers["critic"], critic_loss)
 
         new_actions, logp = self.policy.sample(s, w)
         alpha_loss = -(self.log_alpha() * (logp.detach() + self.target_entropy)).mean()
-        self._step(self.optimizers["log_alpha"], alpha_loss)
+        value.minimise(self.optimizers["log_alpha"], alpha_loss)
         alpha = self.log_alpha().detach().exp()
         q_new = torch.min(*self.critic(s, new_actions, w)).squeeze(-1)
         actor_loss = (alpha * logp - q_new).mean()
-        self._step(self.optimizers["actor"], actor_loss)
+        value.minimise(self.optimizers["actor"], actor_loss)
         value.soft_update(self.critic_target, self.critic, settings["tau"])
         return {
             "loss": critic_loss.detach(),

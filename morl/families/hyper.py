@@ -55,18 +55,16 @@ from morl.families.base import setting
 # PEDA's training definitions, checkpoint keys (the agent applies the return scale itself) and data
 # (normalised states, [-1, 1] actions, its returns-to-go); the checkpoint format is this family's own
 from morl.families.peda import CHECKPOINT_KEYS, DEFINITIONS, prepare  # noqa: E402, F401
-from morl.families.peda_networks import ActionBox, average_return_to_go
+from morl.families.peda_networks import ActionBox, PolicyNetwork
 
 FORMAT_VERSION = 1
 READS_VERSIONS = (1,)
 
 
 @dataclass(frozen=True)
-class Settings(peda.RegressionSettings):
+class Settings(peda.StepSettings):
     """MORvS(P)'s settings (PEDA's defaults) and the hypernetwork's (Hyper-MORL's)."""
 
-    steps: int = setting(100_000, "optimiser steps; PEDA's MORvS budget (PEDA's code)")
-    batch_size: int = setting(64, "single steps per batch (PEDA's code)")
     lr: float = setting(1e-4, "AdamW learning rate, hypernetwork included (PEDA's code)")
     hidden: int = setting(512, "width of the trunk and of the generated hidden layer (PEDA's MORvS)")
     depth: int = setting(3, "hidden layers, the last one generated (PEDA's MORvS)")
@@ -108,7 +106,7 @@ class GeneratedLinear(nn.Module):
         return self.base(x) + torch.einsum("bk,bko->bo", f, per_set) + f @ self.bias_delta
 
 
-class HyperPolicy(nn.Module):
+class HyperPolicy(PolicyNetwork):
     """MORvS-HN's network (module docstring), with PEDA's call signature
     ``model(states, actions, preferences, returns_to_go, timesteps, mask=None)`` on single steps."""
 
@@ -128,10 +126,7 @@ class HyperPolicy(nn.Module):
         act_high: Sequence[float],
         max_episode_steps: int,
     ):
-        super().__init__()
-        if len(act_low) != act_dim:
-            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
-        self.max_episode_steps = int(max_episode_steps)
+        super().__init__(act_dim, act_low, max_episode_steps)
         in_dim = obs_dim + n_obj
         layers: list[nn.Module] = []
         for i in range(depth - 1):
@@ -161,7 +156,7 @@ class HyperPolicy(nn.Module):
     def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
         """One action per row: states (B, obs_dim), preferences (B, n_obj), returns_to_go (B, n_obj)
         the scaled g_t, timesteps (B,) -> (B, act_dim) in the action box; ``actions`` are unused."""
-        x = torch.cat([states, average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)], dim=-1)
+        x = torch.cat([states, self.average_return_to_go(returns_to_go, timesteps)], dim=-1)
         f = self.embed(preferences)
         h = self.dropout(torch.relu(self.layer(self.trunk(x), f)))
         return self.action_head.squash(self.head(h, f))

@@ -129,12 +129,6 @@ class Learner(value.ValueLearner):
                 "actor": torch.optim.lr_scheduler.LambdaLR(self.optimizers["actor"], cosine_factor(settings["steps"]))
             }
 
-    @staticmethod
-    def _step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings
         s, a, r = batch["states"], batch["actions"], batch["rewards"]
@@ -148,16 +142,16 @@ class Learner(value.ValueLearner):
         u = (w * diff).sum(-1).detach()
         weight = torch.abs(settings["expectile"] - (u < 0).float())
         value_loss = (weight * diff.pow(2).sum(-1)).mean()
-        self._step(self.optimizers["value"], value_loss)
+        value.minimise(self.optimizers["value"], value_loss)
 
         y = r + settings["discount"] * not_done * next_v
         q1, q2 = self.critic(s, a, w)
         critic_loss = (F.mse_loss(q1, y) + F.mse_loss(q2, y)) / 2
-        self._step(self.optimizers["critic"], critic_loss)
+        value.minimise(self.optimizers["critic"], critic_loss)
 
         weights = torch.exp(settings["temperature"] * u).clamp(max=settings["adv_clip"])
         actor_loss = -(weights * self.policy.log_prob(s, w, a)).mean()
-        self._step(self.optimizers["actor"], actor_loss)
+        value.minimise(self.optimizers["actor"], actor_loss)
         for sched in self.schedulers.values():
             sched.step()
         value.soft_update(self.critic_target, self.critic, settings["tau"])

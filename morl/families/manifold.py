@@ -50,18 +50,16 @@ from morl.families.base import setting
 # PEDA's training definitions, checkpoint keys (the agent applies the return scale itself) and data
 # (normalised states, [-1, 1] actions, its returns-to-go); the checkpoint format is this family's own
 from morl.families.peda import CHECKPOINT_KEYS, DEFINITIONS, prepare  # noqa: E402, F401
-from morl.families.peda_networks import ActionBox, average_return_to_go
+from morl.families.peda_networks import ActionBox, PolicyNetwork
 
 FORMAT_VERSION = 1
 READS_VERSIONS = (1,)
 
 
 @dataclass(frozen=True)
-class Settings(peda.RegressionSettings):
+class Settings(peda.StepSettings):
     """MORvS(P)'s settings, PEDA's defaults; the number of weight sets is the number of objectives."""
 
-    steps: int = setting(100_000, "optimiser steps; PEDA's MORvS budget (PEDA's code)")
-    batch_size: int = setting(64, "single steps per batch (PEDA's code)")
     weight_decay: float = setting(1e-3, "AdamW weight decay, every weight set (PEDA's code)")
     hidden: int = setting(512, "width of each weight set's hidden layers (PEDA's MORvS)")
     depth: int = setting(3, "hidden layers of each weight set (PEDA's MORvS)")
@@ -88,7 +86,7 @@ class CombinedLinear(nn.Module):
         return torch.einsum("bn,bno->bo", c, per_set)
 
 
-class ManifoldPolicy(nn.Module):
+class ManifoldPolicy(PolicyNetwork):
     """MORvS-PML's network (module docstring), with PEDA's call signature
     ``model(states, actions, preferences, returns_to_go, timesteps, mask=None)`` on single steps."""
 
@@ -105,10 +103,7 @@ class ManifoldPolicy(nn.Module):
         act_high: Sequence[float],
         max_episode_steps: int,
     ):
-        super().__init__()
-        if len(act_low) != act_dim:
-            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
-        self.max_episode_steps = int(max_episode_steps)
+        super().__init__(act_dim, act_low, max_episode_steps)
         in_dim = obs_dim + n_obj
         self.layers = nn.ModuleList(CombinedLinear(in_dim if i == 0 else hidden, hidden, n_obj) for i in range(depth))
         self.dropout = nn.Dropout(dropout)
@@ -131,7 +126,7 @@ class ManifoldPolicy(nn.Module):
         """One action per row: states (B, obs_dim), preferences (B, n_obj) the combination's
         coefficients, returns_to_go (B, n_obj) the scaled g_t, timesteps (B,) -> (B, act_dim) in the
         action box; ``actions`` are unused."""
-        h = torch.cat([states, average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)], dim=-1)
+        h = torch.cat([states, self.average_return_to_go(returns_to_go, timesteps)], dim=-1)
         c = preferences.to(h.dtype)
         for layer in self.layers:
             h = self.dropout(torch.relu(layer(h, c)))

@@ -47,8 +47,8 @@ from morl.errors import InputError
 from morl.families.base import CoreSettings, Dims, setting
 from morl.families.base import Learner as CoreLearner
 from morl.families.peda_agent import Agent, build_agent, sequence_agent
-from morl.families.peda_networks import build_model, is_transformer, window_length
-from morl.normalisation import DEFAULT_MAX_EPISODE_STEPS, STATE_CLIP, normalise_actions, observation_stats
+from morl.families.peda_networks import build_env_model, is_transformer, window_length
+from morl.normalisation import DEFAULT_MAX_EPISODE_STEPS, normalise_actions, normalise_states, observation_stats
 
 #: The training definitions of the return-to-go (module docstring, ``docs/protocol.md``).
 RETURNS_TO_GO = ("peda", "weighted")
@@ -71,6 +71,16 @@ class RegressionSettings(CoreSettings):
     depth: int = setting(3, "MORvS/BC hidden layers (PEDA's code)")
     dropout: float = setting(0.1, "dropout of every network (PEDA's code)")
     returns_to_go: str = setting("peda", "peda: the released code's definitions; weighted: w * R (module docstring)")
+
+
+@dataclass(frozen=True)
+class StepSettings(RegressionSettings):
+    """What a family trained on single steps, as MORvS(P) is, sets: PEDA's MORvS budget and batches
+    of single steps (the other families on MORvS's backbone, :mod:`morl.families.hyper` and
+    :mod:`morl.families.manifold`)."""
+
+    steps: int = setting(100_000, "optimiser steps; PEDA's MORvS budget (PEDA's code)")
+    batch_size: int = setting(64, "single steps per batch (PEDA's code)")
 
 
 @dataclass(frozen=True)
@@ -199,13 +209,8 @@ def prepare_tensors(
     if rtg_definition not in RETURNS_TO_GO:
         raise ValueError(f"rtg_definition must be one of {', '.join(RETURNS_TO_GO)}, got {rtg_definition!r}")
     mean, std = observation_stats(ds.observations) if stats is None else stats
-    states = (ds.observations - mean) / std
-    np.clip(states, -STATE_CLIP, STATE_CLIP, out=states)
-    actions = normalise_actions(
-        ds.actions,
-        [-1.0] * ds.act_dim if act_low is None else act_low,
-        [1.0] * ds.act_dim if act_high is None else act_high,
-    )
+    states = normalise_states(ds.observations, mean, std)
+    actions = normalise_actions(ds.actions, act_low, act_high)
     rtg = returns_to_go(ds.rewards, ds.traj_starts, ds.traj_lengths)
     if rtg_definition == "weighted":
         g = ds.preferences.astype(np.float64) * rtg
@@ -402,16 +407,7 @@ class Learner(SequenceLearner):
     def __init__(
         self, model_name: str, data: TrainingTensors, dims: Dims, settings: dict, device: torch.device, facts: dict
     ):
-        policy = build_model(
-            model_name,
-            dims.obs_dim,
-            dims.act_dim,
-            dims.n_obj,
-            settings,
-            act_low=facts["act_low"],
-            act_high=facts["act_high"],
-            max_episode_steps=facts["max_episode_steps"],
-        ).to(device)
+        policy = build_env_model(model_name, dims, settings, facts).to(device)
         super().__init__(
             policy,
             data,

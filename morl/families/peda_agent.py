@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from morl.families.peda_networks import build_model, is_bc, is_transformer
+from morl.families.base import Dims
+from morl.families.peda_networks import build_env_model, is_bc, is_transformer
 from morl.rollout import TrainedAgent
 
 #: What an agent feeds its network each step (module docstring).
@@ -148,38 +149,18 @@ class Agent(TrainedAgent):
 def build_agent(ckpt: dict[str, Any], device: torch.device) -> Agent:
     """The :class:`Agent` of a checked final checkpoint (:func:`morl.checkpoints.load_checkpoint`)."""
     settings = ckpt["settings"]
-    model = build_model(
-        ckpt["model_name"],
-        ckpt["obs_dim"],
-        ckpt["act_dim"],
-        ckpt["n_obj"],
-        settings,
-        act_low=ckpt["act_low"],
-        act_high=ckpt["act_high"],
-        max_episode_steps=ckpt["max_episode_steps"],
-    )
-    model.load_state_dict(ckpt["state_dict"], strict=True)
-    return Agent(
-        model,
-        model_name=ckpt["model_name"],
-        kind=agent_kind(ckpt["model_name"]),
-        obs_mean=ckpt["obs_mean"],
-        obs_std=ckpt["obs_std"],
-        return_scale=ckpt["return_scale"],
-        max_episode_steps=ckpt["max_episode_steps"],
-        context_length=settings["eval_context_length"],
-        n_obj=ckpt["n_obj"],
-        act_dim=ckpt["act_dim"],
-        device=device,
-    )
+    dims = Dims(ckpt["obs_dim"], ckpt["act_dim"], ckpt["n_obj"])
+    model = build_env_model(ckpt["model_name"], dims, settings, ckpt)
+    return sequence_agent(model, ckpt, device, agent_kind(ckpt["model_name"]), settings["eval_context_length"])
 
 
 def sequence_agent(
     model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device, kind: str, context_length: int = 1
 ) -> Agent:
     """The agent of ``kind`` (a ``window`` agent acting on its last ``context_length`` steps, as
-    MODT(P); a ``step`` agent, as MORvS(P)) of a checked final checkpoint whose network is ``model``
-    (of a family with PEDA's call signature), its weights loaded from the checkpoint."""
+    MODT(P); a ``stacked`` one on its network's ``history`` states, as BC(P); a ``step`` agent, as
+    MORvS(P)) of a checked final checkpoint whose network is ``model`` (PEDA's, or another family's
+    with PEDA's call signature), its weights loaded from the checkpoint."""
     model.load_state_dict(ckpt["state_dict"], strict=True)
     return Agent(
         model,

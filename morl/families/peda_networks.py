@@ -30,11 +30,14 @@ window of ``K`` steps per row (tensors ``(B, K, dim)``) and predicts an action a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from morl.families.base import Dims
 
 #: PEDA's six models, in table order.
 MODEL_NAMES = ("dt-p", "rvs-p", "bc-p", "dt", "rvs", "bc")
@@ -112,7 +115,23 @@ class ActionHead(ActionBox):
         return self.squash(self.linear(h))
 
 
-class MLPPolicy(nn.Module):
+class PolicyNetwork(nn.Module):
+    """What the networks with PEDA's call signature share: a check that the action bounds have
+    ``act_dim`` entries, and the episode cap ``T`` (``max_episode_steps``) that MORvS's average
+    return-to-go divides by and MODT's timestep embedding is sized for."""
+
+    def __init__(self, act_dim: int, act_low: Sequence[float], max_episode_steps: int):
+        super().__init__()
+        if len(act_low) != act_dim:
+            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
+        self.max_episode_steps = int(max_episode_steps)
+
+    def average_return_to_go(self, returns_to_go: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
+        """MORvS's conditioning: g_t divided by the number of steps left, ``T - t`` (at least 1)."""
+        return average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)
+
+
+class MLPPolicy(PolicyNetwork):
     """BC, BC(P), MORvS and MORvS(P): an MLP on the concatenation of the enabled inputs.
 
     MORvS (``history=None``) sees one step: ``s`` and the average return-to-go ``g_t / (T - t)``,
@@ -137,10 +156,9 @@ class MLPPolicy(nn.Module):
         max_episode_steps: int,
         history: int | None = None,
     ):
-        super().__init__()
+        super().__init__(act_dim, act_low, max_episode_steps)
         self.condition_on_preference = condition_on_preference
         self.condition_on_return = condition_on_return
-        self.max_episode_steps = int(max_episode_steps)
         self.history = history
         step_dim = obs_dim + n_obj * int(condition_on_preference)
         in_dim = step_dim * (history or 1) + n_obj * int(condition_on_return)
@@ -149,12 +167,6 @@ class MLPPolicy(nn.Module):
             layers += [nn.Linear(in_dim if i == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
         self.trunk = nn.Sequential(*layers)
         self.action_head = ActionHead(hidden, act_low, act_high)
-        if len(act_low) != act_dim:
-            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
-
-    def average_return_to_go(self, returns_to_go: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
-        """MORvS's conditioning: g_t divided by the number of steps left, ``T - t`` (at least 1)."""
-        return average_return_to_go(returns_to_go, timesteps, self.max_episode_steps)
 
     def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
         """Predict one action per row; ``actions`` are unused.
@@ -230,7 +242,7 @@ class TransformerBlock(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
-class DecisionTransformer(nn.Module):
+class DecisionTransformer(PolicyNetwork):
     """MODT and MODT(P): a causal transformer over interleaved (g_t, s_t, a_t) tokens.
 
     Each step t of the context contributes three tokens, the return-to-go ``g_t``, the state
@@ -257,11 +269,8 @@ class DecisionTransformer(nn.Module):
         act_high: Sequence[float],
         max_episode_steps: int,
     ):
-        super().__init__()
-        if len(act_low) != act_dim:
-            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
+        super().__init__(act_dim, act_low, max_episode_steps)
         self.condition_on_preference = condition_on_preference
-        self.max_episode_steps = int(max_episode_steps)
         extra = n_obj if condition_on_preference else 0
         self.embed_timestep = nn.Embedding(self.max_episode_steps, embed_dim)
         self.embed_return = nn.Linear(n_obj + extra, embed_dim)
@@ -378,4 +387,20 @@ def build_model(
         dropout=settings["dropout"],
         history=window_length(name, settings),
         **common,
+    )
+
+
+def build_env_model(name: str, dims: Dims, settings: dict, facts: Mapping[str, Any]) -> nn.Module:
+    """:func:`build_model` for an env of sizes ``dims`` whose ``facts`` give the action bounds and the
+    episode cap (``act_low``, ``act_high``, ``max_episode_steps``: the training core's facts of a
+    dataset, which its checkpoints record under the same keys)."""
+    return build_model(
+        name,
+        dims.obs_dim,
+        dims.act_dim,
+        dims.n_obj,
+        settings,
+        act_low=facts["act_low"],
+        act_high=facts["act_high"],
+        max_episode_steps=facts["max_episode_steps"],
     )

@@ -119,20 +119,14 @@ class Learner(value.ValueLearner):
             y = r + settings["discount"] * not_done * target_q
         q1, q2 = self.critic(s, a, w)
         critic_loss = F.mse_loss(q1, y) + F.mse_loss(q2, y)
-        opt = self.optimizers["critic"]
-        opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        opt.step()
+        value.minimise(self.optimizers["critic"], critic_loss)
 
         if (step + 1) % settings["policy_freq"] == 0:
             pi = self.policy(s, w)
             q = (self.critic.first(s, pi, w) * w).sum(-1)
             lam = settings["alpha"] / q.abs().mean().detach().clamp_min(1e-6)
             actor_loss = -lam * q.mean() + F.mse_loss(pi, a)
-            opt = self.optimizers["actor"]
-            opt.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            opt.step()
+            value.minimise(self.optimizers["actor"], actor_loss)
             value.soft_update(self.policy_target, self.policy, settings["tau"])
             value.soft_update(self.critic_target, self.critic, settings["tau"])
             return {"loss": critic_loss.detach(), "actor_loss": actor_loss.detach()}

@@ -46,7 +46,7 @@ from morl import settings as rules
 from morl.checkpoints import CheckpointError, load_checkpoint
 from morl.data import Dataset
 from morl.families.base import CoreSettings, Dims, Learner, cpu_state_dict, setting
-from morl.normalisation import STATE_CLIP, normalise_actions, observation_stats
+from morl.normalisation import normalise_actions, normalise_states, observation_stats
 from morl.rollout import TrainedAgent
 
 #: The checkpoint format version the value-based families write; 1 named the settings "hp" and
@@ -121,27 +121,17 @@ def prepare_transitions(
     normalise states with, default :func:`~morl.normalisation.observation_stats` of ``ds``;
     ``act_low``/``act_high`` default to [-1, 1]."""
     mean, std = observation_stats(ds.observations) if stats is None else stats
-
-    def normalise(obs):
-        out = (obs - mean) / std
-        np.clip(out, -STATE_CLIP, STATE_CLIP, out=out)
-        return out
-
-    actions = normalise_actions(
-        ds.actions,
-        [-1.0] * ds.act_dim if act_low is None else act_low,
-        [1.0] * ds.act_dim if act_high is None else act_high,
-    )
+    actions = normalise_actions(ds.actions, act_low, act_high)
     not_done = 1.0 - ds.terminals.astype(np.float32)[:, None]
 
     def to(x):
         return torch.from_numpy(np.require(x, np.float32, ["C", "W"])).to(device=device)
 
     return Transitions(
-        states=to(normalise(ds.observations)),
+        states=to(normalise_states(ds.observations, mean, std)),
         actions=to(actions),
         rewards=to(ds.rewards * np.float32(reward_scale)),
-        next_states=to(normalise(ds.next_observations)),
+        next_states=to(normalise_states(ds.next_observations, mean, std)),
         not_done=to(not_done),
         preferences=to(ds.preferences),
         obs_mean=np.asarray(mean, np.float32),
@@ -312,6 +302,14 @@ def min_scalarised(q1: torch.Tensor, q2: torch.Tensor, preferences: torch.Tensor
 def adam(module: nn.Module, lr: float, device: torch.device) -> torch.optim.Adam:
     """Adam with torch's fused kernel (the same update rule in one pass), on CPU and CUDA."""
     return torch.optim.Adam(module.parameters(), lr=lr, fused=True)
+
+
+def minimise(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """One step of ``opt`` down the gradient of ``loss``: the old gradients dropped (set to None),
+    ``loss`` back-propagated, the parameters updated."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
 
 
 @torch.no_grad()
