@@ -16,6 +16,10 @@ by side in one run; the processes take turns, loop by loop. A checkout's loops r
 Loops: the PEDA MLP (MORvS(P) at PEDA's size: 3 x 512, batch 64), MODT(P) at configs/paper-cpu.yaml's
 size, CQL(P), TD3+BC(P), IQL(P), MORvS-HN and MORvS-PML at configs/unseen.yaml's settings, and
 MODULI's front model. All train on the synthetic HalfCheetah-sized dataset (benchmarks/synthetic.py).
+The behavior trainers run whole, on MO-HalfCheetah-v2, with their environment steps between the
+optimiser steps: ``td3``, configs/paper.yaml's TD3 behavior for as many critic updates as
+``--steps`` (its actor's steps are stamped too), and ``ppo``, PGMORL's batched PPO (6 tasks x 4
+envs x 512 steps per iteration, 10 epochs of 8 minibatches, its own stacked Adam).
 
     python benchmarks/long_run_speed.py --loops rvs-p,front --steps 100000 --code /tmp/before --code .
 """
@@ -31,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOOPS = ("rvs-p", "dt-p", "cql-p", "td3bc-p", "iql-p", "rvs-hn", "rvs-pml", "front")
+LOOPS = ("rvs-p", "dt-p", "cql-p", "td3bc-p", "iql-p", "rvs-hn", "rvs-pml", "front", "td3", "ppo")
 
 # Run in a child process with one checkout's `morl` first on sys.path; prints one JSON line.
 CHILD = r"""
@@ -58,7 +62,36 @@ def _track(self, *a, **k):
     opts.append(self)
 torch.optim.Optimizer.__init__ = _track
 from morl.data import load_dataset
-if loop == "front":
+stacked = []
+if loop == "ppo":  # PGMORL's own Adam over the stacked task networks: stamp its steps
+    from morl.behavior import pgmorl_networks
+    _sinit, _sstep = pgmorl_networks.StackedAdam.__init__, pgmorl_networks.StackedAdam.step
+    def _sinit2(self, *a, **k):
+        _sinit(self, *a, **k)
+        stacked.append(self)
+    def _sstep2(self, lr):
+        _sstep(self, lr)
+        stamps.append(time.perf_counter())
+    pgmorl_networks.StackedAdam.__init__, pgmorl_networks.StackedAdam.step = _sinit2, _sstep2
+if loop in ("td3", "ppo"):
+    import tempfile
+    from pathlib import Path
+    out = Path(tempfile.mkdtemp()) / "behavior.pt"
+    if loop == "td3":  # configs/paper.yaml's TD3 on HalfCheetah: critic updates = steps
+        from morl.behavior.td3 import train_td3
+        cfg = dict(yaml.safe_load(open(Path(code) / "configs/paper.yaml"))["behavior"])
+        cfg = {k: v for k, v in cfg.items() if k not in ("method", "overrides", "pgmorl", "shipped")}
+        per_step = cfg["updates_per_step"]
+        cfg.update(total_steps=cfg["start_steps"] + int(steps / per_step) + cfg["n_envs"], checkpoint_every=0)
+        train_td3("MO-HalfCheetah-v2", cfg, out, threads=1, progress=False, hv_every=0)
+    else:  # PGMORL's PPO on HalfCheetah, 6 tasks x 4 envs x 512 steps, 10 epochs of 8 minibatches
+        from morl.behavior.pgmorl import train_pgmorl
+        per_iter = 10 * 8
+        iters = steps // per_iter + 1
+        cfg = {"env_steps_per_task": iters * 4 * 512, "warmup_iters": min(20, iters), "update_iters": 10, "num_envs": 4,
+               "num_steps": 512, "num_minibatches": 8, "ppo_epochs": 10, "seed": 0}
+        train_pgmorl("MO-HalfCheetah-v2", cfg, out, threads=1, progress=False)
+elif loop == "front":
     from morl.front_model import fit_front_model
     if front_from:  # the points a committed front model was fitted on
         saved = torch.load(front_from, weights_only=True)
@@ -107,6 +140,11 @@ for opt in opts:
                 a = v.abs()
                 sub += int(((a > 0) & (a < tiny)).sum())
                 n += a.numel()
+for adam in stacked:
+    for v in [*adam.state["m"].values(), *adam.state["v"].values()]:
+        a = v.abs()
+        sub += int(((a > 0) & (a < tiny)).sum())
+        n += a.numel()
 print(json.dumps({"setup": setup, "stamps": stamps, "subnormal": sub / max(n, 1)}))
 """
 
@@ -136,6 +174,7 @@ def main(argv=None) -> int:
         p.error(f"--steps must be at least --skip + 2 x --window ({args.skip + 2 * args.window})")
     codes = [c.resolve() for c in (args.code or [ROOT])]
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    import numpy as np
     import torch
     from synthetic import synthetic_dataset
 
@@ -146,6 +185,7 @@ def main(argv=None) -> int:
         print("| loop | checkout | runtime setup | first window (steps/s) | last window (steps/s) | last / first "
               "| wall (s) | subnormal share of the optimiser state at the end |")  # fmt: skip
         print("|---|---|---|---|---|---|---|---|")
+        along = []
         for loop in loops:
             for code in codes:
                 out = subprocess.run(
@@ -162,6 +202,13 @@ def main(argv=None) -> int:
                 last = rate(stamps, len(stamps) - args.window, args.window)
                 print(f"| {loop} | {code.name} | {r['setup']} | {first:.1f} | {last:.1f} | {last / first:.2f} "
                       f"| {stamps[-1] - stamps[0]:.0f} | {r['subnormal']:.1%} |", flush=True)  # fmt: skip
+                starts = np.linspace(args.skip, len(stamps) - args.window, 11).round().astype(int)
+                along.append(f"| {loop} | {code.name} | "
+                             + " | ".join(f"{rate(stamps, int(s), args.window) / first:.2f}" for s in starts) + " |")  # fmt: skip
+        print("\nSpeed along the run, each window's rate over the first's, at 0%, 10%, ..., 100% of the run:\n")
+        print("| loop | checkout | " + " | ".join(f"{p}%" for p in range(0, 101, 10)) + " |")
+        print("|---|---|" + "---|" * 11)
+        print("\n".join(along))
     return 0
 
 

@@ -1,8 +1,9 @@
 """Torch threads against training speed: each model at 1, 2 and 4 threads, on an idle machine and
 beside another busy job, side by side in one run.
 
-Each measurement is a fresh process that sets up the runtime as ``morl train`` does
-(``morl.cpu.configure``) with N threads and times ``--steps`` training steps of one model (the
+Each measurement is a fresh process that sets up the runtime as ``morl train --threads N`` does
+(``morl.cpu.configure`` with the threads ``morl.cpu.usable_threads`` allows: at most the cores
+idle at the start) and times ``--steps`` training steps of one model (the
 learner's ``sample``/``update``, the training core's inner loop) on the synthetic HalfCheetah-sized
 dataset. "Beside a busy job" starts one single-threaded process doing float work for the whole
 measurement, as a second Snakemake job does on a 2-core machine. The idle column is only idle if
@@ -35,8 +36,8 @@ import json, sys, time
 from pathlib import Path
 model, threads, steps, data_path, config = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 import torch
-from morl.cpu import configure
-configure(threads=threads)
+from morl.cpu import configure, usable_threads
+configure(threads=usable_threads(threads)[0])  # what `morl train --threads N` computes with
 sys.path.insert(0, "benchmarks")
 from step_floor import learner_of
 learner, _ = learner_of(model, config, Path(data_path))
@@ -53,12 +54,13 @@ BUSY = r"""
 import time, torch
 torch.set_num_threads(1)
 a = torch.randn(256, 256)
+print("busy", flush=True)
 while True:
     a = torch.tanh(a @ a) * 0.5
 """
 
 
-def measure(model: str, threads: int, steps: int, data: Path) -> float:
+def measure(model: str, threads: int, steps: int, data: Path) -> tuple[float, int]:
     out = subprocess.run(
         [sys.executable, "-c", CHILD, model, str(threads), str(steps), str(data),
          str(ROOT / CONFIG.get(model, "configs/unseen.yaml"))],
@@ -66,7 +68,8 @@ def measure(model: str, threads: int, steps: int, data: Path) -> float:
     )  # fmt: skip
     if out.returncode != 0:
         raise SystemExit(f"{model} at {threads} threads failed: {out.stderr.strip().splitlines()[-1]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])["steps_per_s"]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return r["steps_per_s"], r["threads"]
 
 
 def main(argv=None) -> int:
@@ -87,21 +90,25 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         data = synthetic_dataset(Path(tmp) / "synthetic.parquet", n_traj=args.trajectories)
         print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-              f"{os.getloadavg()[0]:.2f} before the run; {args.steps} steps per measurement; steps/s, and in "
-              "brackets the ratio to 1 thread in the same condition\n")  # fmt: skip
+              f"{os.getloadavg()[0]:.2f} before the run; {args.steps} steps per measurement; steps/s asking for "
+              "N threads, and in brackets the ratio to 1 thread in the same condition and the threads the "
+              "runtime used (morl.cpu.configure: never more than the cores idle at the start)\n")  # fmt: skip
         head = " | ".join(f"{t} thread{'s' * (t > 1)}" for t in counts)
         print(f"| model | condition | {head} |")
         print("|---|---|" + "---|" * len(counts))
         for model in models:
             for condition in ("idle", "beside a busy job"):
-                busy = subprocess.Popen([sys.executable, "-c", BUSY]) if condition != "idle" else None
+                busy = None
+                if condition != "idle":  # spinning before the measurement starts and counts idle cores
+                    busy = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, text=True)
+                    busy.stdout.readline()
                 try:
                     rates = [measure(model, t, args.steps, data) for t in counts]
                 finally:
                     if busy is not None:
                         busy.kill()
                         busy.wait()
-                cells = " | ".join(f"{r:.1f} ({r / rates[0]:.2f})" for r in rates)
+                cells = " | ".join(f"{r:.1f} ({r / rates[0][0]:.2f}, {n} used)" for r, n in rates)
                 print(f"| {model} | {condition} | {cells} |", flush=True)
     return 0
 

@@ -337,12 +337,19 @@ def test_long_run_speed(tmp_path):
         ["front", "before", "morl.cpu.configure"],
     ]
     assert all(r[7].endswith("%") for r in rows), rows  # a loop that fails says so in its row and exits 0
+    along = table_rows(res.stdout, "| loop | checkout | 0% |")
+    assert [r[:2] for r in along] == [["rvs-p", "before"], ["front", "before"]] and len(along[0]) == 13
     # the front model on the points a committed front model was fitted on
     front = ROOT / "docs/unseen/runs/MO-Hopper-v2/data/expert-high.front_model.pt"
     res = run("benchmarks/long_run_speed.py", "--loops", "front", "--steps", "3", "--window", "1", "--skip", "1",
               "--front-from", str(front))  # fmt: skip
     rows = table_rows(res.stdout, "| loop | checkout | runtime setup |")
     assert len(rows) == 1 and rows[0][0] == "front" and rows[0][7].endswith("%"), rows
+    # the behavior trainers, run whole (TD3's random steps first, one PGMORL iteration)
+    res = run("benchmarks/long_run_speed.py", "--loops", "td3,ppo", "--steps", "3", "--window", "1", "--skip", "1",
+              "--trajectories", "2")  # fmt: skip
+    rows = table_rows(res.stdout, "| loop | checkout | runtime setup |")
+    assert [r[0] for r in rows] == ["td3", "ppo"] and all(r[7].endswith("%") for r in rows), rows
 
 
 def test_step_floor():
@@ -356,6 +363,7 @@ def test_threads():
     res = run("benchmarks/threads.py", "--models", "rvs-p", "--threads", "1", "--steps", "1", "--trajectories", "2")
     rows = table_rows(res.stdout, "| model | condition | 1 thread |")
     assert [r[:2] for r in rows] == [["rvs-p", "idle"], ["rvs-p", "beside a busy job"]]
+    assert all(r[2].endswith("(1.00, 1 used)") for r in rows), rows
 
 
 def test_subnormal_step():
