@@ -112,7 +112,7 @@ TESTED = {
     "definitions_effect.py", "env_throughput.py", "eval_speed.py", "gpu_check.sh", "original_models.py",
     "paper_scale_memory.py", "peer_pgmorl.py", "pgmorl_throughput.py", "returns_along_preferences.py",
     "train_throughput.py", "warmstart_effect.py", "weight_conditioning_cost.py", "weight_conditioning_study.py",
-    "long_run_speed.py", "step_floor.py", "threads.py", "subnormal_step.py", "fall_probe.py",
+    "long_run_speed.py", "step_floor.py", "threads.py", "subnormal_step.py", "fall_probe.py", "pgmorl_phases.py",
 }  # fmt: skip
 
 
@@ -350,6 +350,15 @@ def test_long_run_speed(tmp_path):
               "--trajectories", "2")  # fmt: skip
     rows = table_rows(res.stdout, "| loop | checkout | runtime setup |")
     assert [r[0] for r in rows] == ["td3", "ppo"] and all(r[7].endswith("%") for r in rows), rows
+
+
+def test_pgmorl_phases():
+    res = run("benchmarks/pgmorl_phases.py", "--tiny")
+    rows = table_rows(res.stdout, "| generation | iterations | tasks |")
+    # the warm-up's 2 iterations, then 1-iteration generations; the archive never shrinks
+    assert [r[:3] for r in rows] == [["1", "2", "6"], ["2", "1", "6"], ["3", "1", "6"]], rows
+    assert [int(r[3]) for r in rows] == sorted(int(r[3]) for r in rows) and int(rows[0][3]) >= 1
+    assert all(r[-1].endswith("%") for r in rows)
 
 
 def test_step_floor():
