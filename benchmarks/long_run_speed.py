@@ -34,6 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 LOOPS = ("rvs-p", "dt-p", "cql-p", "td3bc-p", "iql-p", "rvs-hn", "rvs-pml", "front", "td3", "ppo")
 
@@ -174,7 +176,6 @@ def main(argv=None) -> int:
         p.error(f"--steps must be at least --skip + 2 x --window ({args.skip + 2 * args.window})")
     codes = [c.resolve() for c in (args.code or [ROOT])]
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import numpy as np
     import torch
     from synthetic import synthetic_dataset
 
