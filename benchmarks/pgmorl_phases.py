@@ -15,14 +15,20 @@ iteration, 10 epochs of 8 minibatches, one torch thread) and times each of those
 - the boundary's phases in seconds, and the archive's size after the merge.
 
     python benchmarks/pgmorl_phases.py --iters 250
+
+With ``--profile-selection G``, the selections of generation G onwards also run under cProfile, and
+the functions that take their time are printed after the table (cumulative seconds, calls).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
+import io
 import os
 import platform
+import pstats
 import sys
 import tempfile
 import time
@@ -45,8 +51,13 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--tiny", action="store_true", help="a few small iterations on MO-Swimmer-v2 (the test suite's check)"
     )
+    ap.add_argument(
+        "--profile-selection", type=int, default=0, metavar="G",
+        help="profile the selections from generation G on (0: none)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    profiler = cProfile.Profile() if args.profile_selection else None
 
     rows: list[dict] = []  # one per generation, in order
     state = {"closed": 0, "after_close": False}
@@ -88,7 +99,20 @@ def main(argv=None) -> int:
     pgmorl.run_generation = timed("iterations", pgmorl.run_generation, start_iterations, count_iterations)
     pgmorl._close_generation = timed("population", pgmorl._close_generation, after=closed)
     pgmorl.merge_archive = timed("merge", pgmorl.merge_archive)
-    pgmorl._select_next_tasks = timed("selection", pgmorl._select_next_tasks)
+    selection = pgmorl._select_next_tasks
+    if profiler is not None:
+
+        def selection(*a, _select=pgmorl._select_next_tasks, **k):
+            on = state["closed"] >= args.profile_selection
+            if on:
+                profiler.enable()
+            try:
+                return _select(*a, **k)
+            finally:
+                if on:
+                    profiler.disable()
+
+    pgmorl._select_next_tasks = timed("selection", selection)
     pgmorl.save_torch = timed("save", pgmorl.save_torch)
 
     cfg = {"env_steps_per_task": args.iters * 4 * args.num_steps, "warmup_iters": min(args.warmup, args.iters),
@@ -114,6 +138,12 @@ def main(argv=None) -> int:
         print(f"| {g} | {r['iters']} | {r['tasks']} | {r['archive']} | {r.get('iterations', 0.0) / max(r['iters'], 1):.3f} | "
               + " | ".join(f"{r.get(k, 0.0):.3f}" for k in ("merge", "population", "selection", "save"))
               + f" | {b / total if total else 0.0:.1%} |")  # fmt: skip
+    if profiler is not None:
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(15)
+        print(f"\nThe selections from generation {args.profile_selection} on, by cumulative time:")
+        print(out.getvalue())
     return 0
 
 

@@ -9,6 +9,10 @@ cannot avoid, side by side in one run.
 * **MODT(P)** at configs/paper-cpu.yaml's size and **CQL(P)** at configs/unseen.yaml's: the full step
   against the same learner's update on one fixed, already gathered batch (the floor of the loop
   around the networks: sampling, gathering and bookkeeping are what it leaves out).
+* **MODULI's front model** (``morl.front_model``: 2 -> 128 -> 512 -> 512 -> 2 with Mish, batch 512,
+  fused AdamW): a step of ``fit_front_model`` itself (its wall time over the steps, on 4,096 points
+  that all lie on the front, so every batch is full) against the same network's update on one fixed
+  batch, and against that update with ReLU in place of Mish (the matmuls and the optimiser alone).
 
 Each is timed ``--rounds`` times for ``--steps`` steps, the two taking turns, and the median is
 reported. One torch thread, the runtime set up as ``morl train`` sets it.
@@ -94,6 +98,39 @@ def fixed_batch_step(learner, gen):
     return step
 
 
+def front_model_cases(steps: int):
+    """(full, floor, matmul floor) of the front model; ``full`` runs a whole ``steps``-step fit."""
+    import numpy as np
+
+    from morl.front_model import BATCH_SIZE, LR, build_network, fit_front_model
+
+    rng = np.random.default_rng(0)
+    theta = rng.uniform(0.0, np.pi / 2, 4096)
+    prefs = np.stack([np.cos(theta), np.sin(theta)], axis=1) ** 2  # on the simplex
+    returns = 1000.0 * np.stack([np.cos(theta), np.sin(theta)], axis=1)  # a quarter circle: all on the front
+
+    def full(_):
+        fit_front_model(prefs, returns, steps=steps)
+
+    def update(activation):
+        net = build_network(2)
+        if activation is not None:
+            net = torch.nn.Sequential(*[activation() if isinstance(m, torch.nn.Mish) else m for m in net])
+        opt = torch.optim.AdamW(net.parameters(), lr=LR, fused=True)
+        x = torch.from_numpy(prefs[:BATCH_SIZE].astype(np.float32))
+        y = torch.from_numpy(returns[:BATCH_SIZE].astype(np.float32))
+
+        def step(_):
+            loss = torch.nn.functional.mse_loss(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        return step
+
+    return full, update(None), update(torch.nn.ReLU)
+
+
 def timed(step, n: int) -> float:
     for i in range(3):
         step(i)
@@ -128,6 +165,9 @@ def main(argv=None) -> int:
             cases.append(
                 (name, "the update on one fixed batch", full_step(learner, gen), fixed_batch_step(learner, gen))
             )
+        front_full, front_floor, front_matmul = front_model_cases(args.steps)
+        cases.append(("front model (MODULI)", "its update on one fixed batch", None, front_floor))
+        cases.append(("front model (MODULI)", "the same with ReLU for Mish", None, front_matmul))
         print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread; median of "
               f"{args.rounds} rounds of {args.steps} steps\n")  # fmt: skip
         print("| model | floor | full step (ms) | floor (ms) | full / floor |")
@@ -135,7 +175,12 @@ def main(argv=None) -> int:
         for name, floor_name, full, floor in cases:
             a, b = [], []
             for _ in range(args.rounds):
-                a.append(timed(full, args.steps))
+                if full is None:  # the front model's fit: one call runs all the steps
+                    t0 = time.perf_counter()
+                    front_full(None)
+                    a.append((time.perf_counter() - t0) / args.steps)
+                else:
+                    a.append(timed(full, args.steps))
                 b.append(timed(floor, args.steps))
             fa, fb = statistics.median(a), statistics.median(b)
             print(f"| {name} | {floor_name} | {1e3 * fa:.2f} | {1e3 * fb:.2f} | {fa / fb:.2f} |", flush=True)

@@ -353,18 +353,20 @@ def test_long_run_speed(tmp_path):
 
 
 def test_pgmorl_phases():
-    res = run("benchmarks/pgmorl_phases.py", "--tiny")
+    res = run("benchmarks/pgmorl_phases.py", "--tiny", "--profile-selection", "1")
     rows = table_rows(res.stdout, "| generation | iterations | tasks |")
     # the warm-up's 2 iterations, then 1-iteration generations; the archive never shrinks
     assert [r[:3] for r in rows] == [["1", "2", "6"], ["2", "1", "6"], ["3", "1", "6"]], rows
     assert [int(r[3]) for r in rows] == sorted(int(r[3]) for r in rows) and int(rows[0][3]) >= 1
     assert all(r[-1].endswith("%") for r in rows)
+    # the profile of the selections names the function that chooses the tasks
+    assert "The selections from generation 1 on" in res.stdout and "select_tasks" in res.stdout
 
 
 def test_step_floor():
     res = run("benchmarks/step_floor.py", "--steps", "1", "--rounds", "1", "--trajectories", "2")
     rows = first_column(res.stdout, "| model | floor | full step (ms) |")
-    assert rows == ["MORvS(P), PEDA's size", "MORvS(P), PEDA's size", "MODT(P)", "CQL(P)"]
+    assert rows == ["MORvS(P), PEDA's size", "MORvS(P), PEDA's size", "MODT(P)", "CQL(P)"] + ["front model (MODULI)"] * 2
 
 
 def test_threads():
