@@ -35,9 +35,12 @@ that flips it most often. The choices (:data:`CHOICES`; the first option of each
   or ``self-consistent`` (``train.peda.returns_to_go: weighted``, ``statistics_from: dataset``),
   whose runs come from a second slices folder (``definitions_slices``); in rows that folder has no
   runs of, and for the value-based models, the runs are the same in both universes.
-
-Episodes per preference point (PEDA 1, MODULI 3) is a choice too, but it needs the grid evaluated
-again; it is not crossed here.
+- ``episodes``: episodes per preference point, whose mean return is the point: 1 (PEDA's
+  ``experiment.py``) or 3 (MODULI's evaluation). The 3-episode evaluations come from a third slices
+  folder (``episodes_slices``: the same grid run with ``evaluate.episodes: 3``, every evaluation
+  checked to record 3 episodes and the same datasets); a run that folder lacks is the same in both
+  universes. Only PEDA's definitions have them, so the self-consistent definitions with 3 episodes
+  are no universe. B stays the one of the config's own slices in both.
 
 Outputs (:func:`write_multiverse`): ``universes.csv`` (one row per universe: a column per choice,
 the tallies with a bootstrap interval over seeds, each row's best model and order),
@@ -81,14 +84,20 @@ CHOICES: dict[str, tuple] = {
     "seeds": ("all", "leave-one-out"),
     "ordering_metric": ("hv", "sp", "cardinality"),
     "definitions": ("peda", "self-consistent"),
+    "episodes": (1, 3),
 }
+#: The choices whose other options need runs or evaluations of their own (a slices folder each).
+NOT_POST_HOC = ("definitions", "episodes")
 #: The options crossed when a config has no ``multiverse`` section: every post-hoc one.
-DEFAULT_OPTIONS = {c: list(o) for c, o in CHOICES.items() if c != "definitions"} | {"definitions": ["peda"]}
+DEFAULT_OPTIONS = {c: list(o) if c not in NOT_POST_HOC else [o[0]] for c, o in CHOICES.items()}
 #: Combinations that are no universe, and why.
 EXCLUDED = ((
     {"reference_point": "data-min", "b": "data"},
     "the data's HV from its data-min point needs the trajectory returns, which the slices do not hold",
-),)  # fmt: skip
+), (
+    {"definitions": "self-consistent", "episodes": 3},
+    "the 3-episode evaluations are of the runs under PEDA's definitions only",
+))  # fmt: skip
 #: Lattice divisions of each grid option, per number of objectives (module docstring).
 GRID_DIVISIONS = {501: {2: 500, 3: 24}, 101: {2: 100, 3: 12}, 51: {2: 50, 3: 6}}
 #: What the runs of PEDA's six models record under each ``definitions`` option.
@@ -198,10 +207,10 @@ def score(preferences, returns, nadir, options: Mapping[str, Sequence]) -> dict[
 
 class Runs:
     """Every run of the config's grid in the slices, scored once per (reference point, grid, point
-    filter): ``measures[(definitions, ref, grid, negative)]`` is an array (rows, models, seeds, 3)
-    of HV, SP and cardinality (NaN: no run); ``b[(b, ref, grid, negative)]`` the B of each row."""
+    filter): ``measures[(definitions, episodes, ref, grid, negative)]`` is an array (rows, models,
+    seeds, 3) of HV, SP and cardinality (NaN: no run); ``b[(b, ref, grid, negative)]`` the B of each row."""
 
-    def __init__(self, config, slices_dir, options, definitions_slices=None):
+    def __init__(self, config, slices_dir, options, definitions_slices=None, episodes_slices=None):
         self.rows = sort_datasets((e, q, h) for e in config["envs"] for q in config["qualities"]
                                   for h in config["entropies"])  # fmt: skip
         self.models, self.seeds = list(config["models"]), list(config["seeds"])
@@ -217,20 +226,24 @@ class Runs:
         self.data_hv, self.nadir = data_hv, nadir
         shape = (len(self.rows), len(self.models), len(self.seeds), len(_METRICS))
         keys = list(itertools.product(options["reference_point"], options["grid"], options["negative_returns"]))
-        self.measures = {(d, *k): np.full(shape, np.nan) for d in options["definitions"] for k in keys}
-        behavior_sha = self._score_runs(found["evaluations"], "peda", options, keys)
+        self.measures = {(d, 1, *k): np.full(shape, np.nan) for d in options["definitions"] for k in keys}
+        behavior_sha = self._score_runs(found["evaluations"], ("peda", 1), options, keys)
         if "self-consistent" in options["definitions"]:
             if not definitions_slices:
                 raise InputError("multiverse.definitions: self-consistent needs multiverse.definitions_slices")
-            other = slice_files(definitions_slices)
-            for path in other["data_cards"]:
-                card = read_card(path)
-                key = (card["env"], card["quality"], card["entropy"])
-                if key in data_hv and (card["data_hv"] != data_hv[key] or np.any(card_minimum(path) != nadir[key])):
-                    raise InputError(f"{path}: another dataset than the card of {'/'.join(key)} in {slices_dir}")
+            other = self._same_datasets(definitions_slices, slices_dir)
             for k in keys:  # the runs of the self-consistent definitions where there are some, else the same runs
-                self.measures[("self-consistent", *k)] = self.measures[("peda", *k)].copy()
-            self._score_runs(other["evaluations"], "self-consistent", options, keys, behavior_sha)
+                self.measures[("self-consistent", 1, *k)] = self.measures[("peda", 1, *k)].copy()
+            self._score_runs(other["evaluations"], ("self-consistent", 1), options, keys, behavior_sha)
+        for episodes in options["episodes"]:
+            if episodes == 1:
+                continue
+            if not episodes_slices:
+                raise InputError(f"multiverse.episodes: {episodes} needs multiverse.episodes_slices")
+            other = self._same_datasets(episodes_slices, slices_dir)
+            for k in keys:  # the runs evaluated with more episodes where there are some, else the same runs
+                self.measures[("peda", episodes, *k)] = self.measures[("peda", 1, *k)].copy()
+            self._score_runs(other["evaluations"], ("peda", episodes), options, keys, behavior_sha)
         self.b = {}
         for k in keys:
             if k[0] == "origin":
@@ -245,9 +258,24 @@ class Runs:
                     for k in keys:
                         self.b[("behavior", *k)][i] = scored[k][0]
 
-    def _score_runs(self, evaluations, definitions, options, keys, behavior_sha=None) -> dict:
+    def _same_datasets(self, folder, slices_dir) -> dict[str, list[str]]:
+        """The files of the slices in ``folder``, refused where a dataset card differs from the one
+        of the same dataset in the config's own slices."""
+        other = slice_files(folder)
+        for path in other["data_cards"]:
+            card = read_card(path)
+            key = (card["env"], card["quality"], card["entropy"])
+            if key in self.data_hv and (
+                card["data_hv"] != self.data_hv[key] or np.any(card_minimum(path) != self.nadir[key])
+            ):
+                raise InputError(f"{path}: another dataset than the card of {'/'.join(key)} in {slices_dir}")
+        return other
+
+    def _score_runs(self, evaluations, universe, options, keys, behavior_sha=None) -> dict:
         """Score each evaluation of a run of the grid into ``measures``; check that PEDA's models
-        were trained under ``definitions`` and (``behavior_sha``: env -> SHA-256) on the same data."""
+        were trained under the universe's definitions, that the evaluation ran its number of
+        episodes per point and (``behavior_sha``: env -> SHA-256) that it is of the same data."""
+        definitions, episodes = universe
         seen = {}
         for path in evaluations:
             meta, arrays = read_evaluation(path)
@@ -257,6 +285,9 @@ class Runs:
                 continue
             if definitions == "self-consistent" and model not in PEDA_MODELS:
                 continue
+            if meta.get("episodes") != episodes:
+                raise InputError(f"{path}: evaluated with {meta.get('episodes')} episodes per preference, where "
+                                 f"the multiverse reads {episodes}")  # fmt: skip
             if model in PEDA_MODELS:
                 wrong = {k: meta.get(k) for k, v in DEFINITIONS[definitions].items() if meta.get(k) != v}
                 if wrong:
@@ -268,7 +299,7 @@ class Runs:
             scored = score(arrays["preference"], arrays["return"], self.nadir[row], options)
             i, j, s = self.rows.index(row), self.models.index(model), self.seeds.index(seed)
             for k in keys:
-                self.measures[(definitions, *k)][i, j, s] = scored[k]
+                self.measures[(definitions, episodes, *k)][i, j, s] = scored[k]
         return seen
 
 
@@ -299,7 +330,7 @@ def universe_findings(runs: Runs, universe: Mapping[str, Any], draws: Mapping[in
     key = (universe["reference_point"], universe["grid"], universe["negative_returns"])
     drop = universe["seeds"]
     seeds = [k for k, s in enumerate(runs.seeds) if drop == "all" or drop != f"drop-{s}"]
-    values = runs.measures[(universe["definitions"], *key)][:, :, seeds, :]
+    values = runs.measures[(universe["definitions"], universe["episodes"], *key)][:, :, seeds, :]
     b = runs.b[(universe["b"], *key)]
     metric = _METRICS.index(universe["ordering_metric"])
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -471,7 +502,13 @@ def _readme(options, universes, findings) -> str:
     for c in CHOICES:
         lines.append(f"| {c} | {', '.join(map(str, options[c]))} | {CHOICES[c][0]} |")
     for rule, why in EXCLUDED:
-        lines += ["", f"No universe has {' with '.join(f'{k} {v}' for k, v in rule.items())}: {why}."]
+        if all(v in options[k] for k, v in rule.items()):
+            lines += ["", f"No universe has {' with '.join(f'{k} {v}' for k, v in rule.items())}: {why}."]
+    needs = {"definitions": "the definitions_slices of the grid trained under the self-consistent definitions",
+             "episodes": "the episodes_slices of the grid evaluated again with evaluate.episodes: 3"}  # fmt: skip
+    alone = [c for c in NOT_POST_HOC if len(options[c]) == 1]
+    if alone:
+        lines += ["", "Not crossed here: " + "; ".join(f"{c} (it needs {needs[c]})" for c in alone) + "."]
     lines += ["", "## How to read a share", "",
               "A finding's share is the fraction of universes in which it holds. The universes weigh alike; they "
               "are the analyses one could defensibly have run, not a sample of anything, so a share is no "
@@ -550,10 +587,12 @@ CURVES = (("morvs_close", "rows with MORvS(P) within ±0.10", 10), ("tau_mean", 
 
 def write_multiverse(config: Mapping[str, Any], slices_dir, out_dir, plots: bool = True) -> dict[str, Path]:
     """Compute every universe of the config's ``multiverse`` section from the slices in
-    ``slices_dir`` (and ``multiverse.definitions_slices``) and write the outputs into ``out_dir``."""
+    ``slices_dir`` (and ``multiverse.definitions_slices`` and ``episodes_slices``) and write the
+    outputs into ``out_dir``."""
     options = multiverse_options(config)
     universes = expand_universes(options)
-    runs = Runs(config, slices_dir, options, (config.get("multiverse") or {}).get("definitions_slices"))
+    section = config.get("multiverse") or {}
+    runs = Runs(config, slices_dir, options, section.get("definitions_slices"), section.get("episodes_slices"))
     rng = np.random.RandomState(BOOTSTRAP_SEED)
     shape = (BOOTSTRAP_REPS, len(runs.rows), len(runs.models))
     draws = {k: rng.randint(0, k, size=(*shape, k)) for k in sorted({len(runs.seeds), len(runs.seeds) - 1} - {0})}

@@ -259,6 +259,7 @@ def table_outputs(tables_dir, with_report):
 # The multiverse analysis (rules/multiverse.smk): where it writes, and what it reads of each slice.
 MULTIVERSE = os.path.join(os.path.dirname(os.path.normpath(SLICES)), "multiverse")
 DEFINITIONS_SLICES = (config.get("multiverse") or {}).get("definitions_slices")
+EPISODES_SLICES = (config.get("multiverse") or {}).get("episodes_slices")
 
 
 def slice_inputs(folder):

@@ -63,7 +63,8 @@ def test_the_config_section_is_validated_with_the_rest(small_config):
         ({"reference_point": ["data-min"]}, r"multiverse.reference_point: \['data-min'\] must include 'origin'"),
         ({"definitions": ["peda", "self-consistent"]}, "missing required key multiverse.definitions_slices"),
         ({"grid": [501, 500]}, r"multiverse.grid\[1\]: 500 is not one of 501, 101, 51"),
-        ({"episodes": [1, 3]}, "unknown key multiverse.episodes"),
+        ({"episodes": [1, 3]}, "missing required key multiverse.episodes_slices"),
+        ({"episodes": [3], "episodes_slices": "x"}, r"multiverse.episodes: \[3\] must include 1"),
     ]:
         bad = copy.deepcopy(small_config)
         bad["multiverse"] = section
@@ -147,7 +148,7 @@ def test_the_papers_universe_finds_what_paper_targets_reads_off_the_committed_ta
 
 def test_the_definitions_replace_only_peda_models_where_their_runs_are(runs):
     key = ("origin", 501, "count")
-    peda, other = runs.measures[("peda", *key)], runs.measures[("self-consistent", *key)]
+    peda, other = runs.measures[("peda", 1, *key)], runs.measures[("self-consistent", 1, *key)]
     assert not np.isnan(peda).any()
     for i, (env, quality, _) in enumerate(runs.rows):
         for j, model in enumerate(runs.models):
@@ -157,6 +158,53 @@ def test_the_definitions_replace_only_peda_models_where_their_runs_are(runs):
             # expert data's own under both): its runs repeat byte for byte
             moved = model in ("dt-p", "rvs-p", "dt", "rvs") or (model in ("bc-p", "bc") and quality == "amateur")
             assert same != (env in ("MO-HalfCheetah-v2", "MO-Hopper-v2", "MO-Walker2d-v2") and moved), (env, model)
+
+
+def _evaluated_again(src: Path, dst: Path, episodes, scale: float) -> None:
+    """A copy of the slice ``src`` at ``dst`` whose run evaluations record ``episodes`` episodes per
+    point and returns ``scale`` times the originals (a stand-in for the grid evaluated again)."""
+    import json
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.copytree(src, dst)
+    for path in sorted(dst.glob("*/*/seed*/eval.parquet")):
+        table = pq.read_table(path)
+        meta = json.loads(table.schema.metadata[b"morl"])
+        meta["episodes"] = episodes
+        returns = table.column("return").combine_chunks()
+        scaled = pa.FixedSizeListArray.from_arrays(
+            pa.array(returns.values.to_numpy() * scale, pa.float64()), returns.type.list_size
+        )
+        table = table.set_column(table.schema.get_field_index("return"), "return", scaled)
+        pq.write_table(table.replace_schema_metadata({b"morl": json.dumps(meta, sort_keys=True)}), path)
+
+
+def test_three_episodes_replace_the_runs_the_episodes_slices_hold(small_config, tmp_path):
+    """multiverse.episodes 3 scores the runs of episodes_slices where it has them (HalfCheetah here),
+    the same runs elsewhere; an evaluation of another episode count there is refused, naming it."""
+    _evaluated_again(SMALL / "runs/MO-HalfCheetah-v2", tmp_path / "three/MO-HalfCheetah-v2", 3, 0.5)
+    options = {c: [o[0]] for c, o in CHOICES.items()} | {"episodes": [1, 3]}
+    runs = Runs(small_config, SMALL / "runs", options, None, tmp_path / "three")
+    one, three = runs.measures[("peda", 1, "origin", 501, "count")], runs.measures[("peda", 3, "origin", 501, "count")]
+    for i, (env, _, _) in enumerate(runs.rows):
+        if env == "MO-HalfCheetah-v2":  # both objectives halved: a quarter of the HV
+            assert np.allclose(three[i, ..., 0], 0.25 * one[i, ..., 0], rtol=1e-12)
+        else:
+            assert np.array_equal(three[i], one[i])
+    universes = expand_universes(multiverse_options({**small_config, "multiverse": {"episodes": [1, 3]}}))
+    assert {u["episodes"] for u in universes} == {1, 3}
+    both = expand_universes(options | {"definitions": ["peda", "self-consistent"]})
+    assert not [u for u in both if u["definitions"] == "self-consistent" and u["episodes"] == 3]
+    _evaluated_again(SMALL / "runs/MO-Swimmer-v2", tmp_path / "one/MO-Swimmer-v2", 1, 1.0)
+    with pytest.raises(
+        InputError, match=r"eval.parquet: evaluated with 1 episodes per preference, where the multiverse reads 3"
+    ):
+        Runs(small_config, SMALL / "runs", options, None, tmp_path / "one")
+    with pytest.raises(InputError, match="multiverse.episodes: 3 needs multiverse.episodes_slices"):
+        Runs(small_config, SMALL / "runs", options)
 
 
 @pytest.mark.skipif(not (SMALL / "multiverse").is_dir(), reason="no multiverse of paper-cpu-small is committed yet")
