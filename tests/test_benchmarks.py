@@ -366,7 +366,9 @@ def test_pgmorl_phases():
 def test_step_floor():
     res = run("benchmarks/step_floor.py", "--steps", "1", "--rounds", "1", "--trajectories", "2")
     rows = first_column(res.stdout, "| model | floor | full step (ms) |")
-    assert rows == ["MORvS(P), PEDA's size", "MORvS(P), PEDA's size", "MODT(P)", "CQL(P)"] + ["front model (MODULI)"] * 2
+    assert (
+        rows == ["MORvS(P), PEDA's size", "MORvS(P), PEDA's size", "MODT(P)", "CQL(P)"] + ["front model (MODULI)"] * 2
+    )
 
 
 def test_threads():
