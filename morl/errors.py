@@ -57,7 +57,7 @@ def run_stage(stage: str, fn: Callable[[], object], log_path: str | os.PathLike 
     """Run a Snakemake rule's work; an expected error ends the job with one line and exit status 1.
 
     The line goes to stderr (Snakemake shows it with the failed job) and to the rule's log file.
-    The runtime is set up first (:func:`morl.runtime.configure`).
+    The runtime is set up first (:func:`morl.cpu.configure`).
     """
     from morl.cpu import configure
 

@@ -152,7 +152,7 @@ def fit_front_model(
     y = torch.from_numpy(r[keep].astype(np.float32))
     n = len(x)
     losses: list[float] = []
-    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
+    flush_subnormals()  # a long fit keeps its speed (morl.cpu)
     with torch_threads(THREADS), torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         network = build_network(n_obj)

@@ -255,7 +255,7 @@ def train(
     every = curve_interval(total)
     rng_devices = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
 
-    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
+    flush_subnormals()  # a long fit keeps its speed (morl.cpu)
     with torch.random.fork_rng(devices=rng_devices):
         torch.manual_seed(seed)
         learner = module.Learner(model_name, data, dims, settings, dev, facts)

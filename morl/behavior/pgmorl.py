@@ -329,7 +329,7 @@ def train_pgmorl(
     s = PGMORLSettings.from_config(cfg)
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
-    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
+    flush_subnormals()  # a long fit keeps its speed (morl.cpu)
     if threads:
         torch.set_num_threads(int(threads))
     total = s.total_iters

@@ -252,7 +252,7 @@ def train_td3(
     output = Path(output)
     partial = output.with_name(output.name + ".partial")
     dev = resolve_device(device)
-    flush_subnormals()  # a long fit keeps its speed (morl.runtime)
+    flush_subnormals()  # a long fit keeps its speed (morl.cpu)
     if threads:
         torch.set_num_threads(int(threads))
     rng = np.random.default_rng(s.seed)
