@@ -10,7 +10,7 @@ episode per preference in lockstep in a :class:`~morl.envs.batched.BatchedEnv`;
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import numpy as np
 import torch
@@ -89,6 +89,22 @@ class TrainedAgent:
         self._awaiting_observe = False
         self._w: torch.Tensor | None = None
         self.generator: torch.Generator | None = None
+
+    @classmethod
+    def from_checkpoint(cls, model: torch.nn.Module, ckpt: dict[str, Any], device: torch.device, **own: Any) -> Self:
+        """The agent of a checked final checkpoint whose network is ``model``: the checkpoint's weights
+        loaded into it, its state statistics, objectives and episode cap; ``own``: the class's other
+        arguments."""
+        model.load_state_dict(ckpt["state_dict"], strict=True)
+        return cls(
+            model,
+            obs_mean=ckpt["obs_mean"],
+            obs_std=ckpt["obs_std"],
+            n_obj=ckpt["n_obj"],
+            max_episode_steps=ckpt["max_episode_steps"],
+            device=device,
+            **own,
+        )
 
     def _as_batch(self, name: str, array, width: int, dtype=torch.float32) -> torch.Tensor:
         return as_batch(name, array, width, self.batch_size, self.device, dtype)

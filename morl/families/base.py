@@ -89,6 +89,32 @@ class CoreSettings:
     )
 
 
+@dataclass
+class DeviceData:
+    """What a family's ``prepare`` gives the training core, the base of a family's own data class:
+    the dataset as tensors on the training device, one row per step, beginning with the states,
+    and the statistics ``obs_mean``/``obs_std`` they were normalised with (the final checkpoint
+    records them)."""
+
+    states: torch.Tensor  # (N, obs_dim) float32, normalised and clipped
+    obs_mean: np.ndarray
+    obs_std: np.ndarray
+
+    @property
+    def n_steps(self) -> int:
+        return int(self.states.shape[0])
+
+    def rows(self, idx: torch.Tensor, *names: str) -> dict[str, torch.Tensor]:
+        """The rows ``idx`` of the tensors ``names``, by name."""
+        return {name: getattr(self, name)[idx] for name in names}
+
+
+def device_tensor(x: np.ndarray, device: torch.device | str, dtype: type = np.float32) -> torch.Tensor:
+    """``x`` as a tensor of ``dtype`` on ``device``. np.require copies only arrays that are not
+    contiguous, writable (Arrow-backed) or of ``dtype``, so on the CPU the tensor shares the memory."""
+    return torch.from_numpy(np.require(x, dtype, ["C", "W"])).to(device=device)
+
+
 def cpu_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
     """A copy of ``module``'s weights on the CPU."""
     return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
@@ -167,9 +193,9 @@ class FamilyModule(Protocol):
     READS_VERSIONS: tuple[int, ...]
     CHECKPOINT_KEYS: tuple[str, ...]
 
-    def prepare(self, ds: Any, settings: dict, device: torch.device, stats: Any, facts: dict) -> Any:
-        """The dataset on the training device, an object with the ``obs_mean``/``obs_std`` the
-        states were normalised with (``stats``); ``facts``: the episode cap and action bounds."""
+    def prepare(self, ds: Any, settings: dict, device: torch.device, stats: Any, facts: dict) -> DeviceData:
+        """The dataset on the training device, a :class:`DeviceData` with the ``obs_mean``/``obs_std``
+        the states were normalised with (``stats``); ``facts``: the episode cap and action bounds."""
         ...
 
     def Learner(  # noqa: N802 (a class in the module)

@@ -34,7 +34,6 @@ with ``cql_alpha`` 5 on the Gym tasks.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -110,22 +109,11 @@ class Learner(value.ValueLearner):
         critic = _critics(model_name, dims, settings)["critic"]
         value.orthogonal_init(critic.q1)
         value.orthogonal_init(critic.q2)
-        self.policy = policy.to(device)
-        self.critic = critic.to(device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = Scalar(0.0).to(device)
+        self.policy = self.add("actor", policy, device, settings["policy_lr"])
+        self.critic = self.add("critic", critic, device, settings["q_lr"])
+        self.critic_target = self.add("critic_target", value.target_of(self.critic), device)
+        self.log_alpha = self.add("log_alpha", Scalar(0.0), device, settings["policy_lr"])
         self.target_entropy = -float(dims.act_dim)
-        self.modules = {
-            "actor": self.policy,
-            "critic": self.critic,
-            "critic_target": self.critic_target,
-            "log_alpha": self.log_alpha,
-        }
-        self.optimizers = {
-            "actor": value.adam(self.policy, settings["policy_lr"], device),
-            "critic": value.adam(self.critic, settings["q_lr"], device),
-            "log_alpha": value.adam(self.log_alpha, settings["policy_lr"], device),
-        }
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings

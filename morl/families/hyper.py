@@ -42,7 +42,6 @@ Departures, each with its reason:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -55,7 +54,7 @@ from morl.families.base import setting
 # PEDA's training definitions, checkpoint keys (the agent applies the return scale itself) and data
 # (normalised states, [-1, 1] actions, its returns-to-go); the checkpoint format is this family's own
 from morl.families.peda import CHECKPOINT_KEYS, DEFINITIONS, prepare  # noqa: E402, F401
-from morl.families.peda_networks import ActionBox, PolicyNetwork
+from morl.families.peda_networks import ActionBox, NetworkEnv, PolicyNetwork
 
 FORMAT_VERSION = 1
 READS_VERSIONS = (1,)
@@ -112,9 +111,7 @@ class HyperPolicy(PolicyNetwork):
 
     def __init__(
         self,
-        obs_dim: int,
-        act_dim: int,
-        n_obj: int,
+        env: NetworkEnv,
         *,
         hidden: int,
         depth: int,
@@ -122,18 +119,15 @@ class HyperPolicy(PolicyNetwork):
         hyper_hidden: int,
         hyper_dim: int,
         hyper_init: float,
-        act_low: Sequence[float],
-        act_high: Sequence[float],
-        max_episode_steps: int,
     ):
-        super().__init__(act_dim, act_low, max_episode_steps)
-        in_dim = obs_dim + n_obj
+        super().__init__(env)
+        in_dim = env.obs_dim + env.n_obj
         layers: list[nn.Module] = []
         for i in range(depth - 1):
             layers += [nn.Linear(in_dim if i == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
         self.trunk = nn.Sequential(*layers)
         self.embed = nn.Sequential(
-            nn.Linear(n_obj, hyper_hidden),
+            nn.Linear(env.n_obj, hyper_hidden),
             nn.ReLU(),
             nn.Linear(hyper_hidden, hyper_hidden),
             nn.ReLU(),
@@ -141,8 +135,8 @@ class HyperPolicy(PolicyNetwork):
         )
         self.layer = GeneratedLinear(in_dim if depth == 1 else hidden, hidden, hyper_dim, hyper_init)
         self.dropout = nn.Dropout(dropout)
-        self.head = GeneratedLinear(hidden, act_dim, hyper_dim, hyper_init)
-        self.action_head = ActionBox(act_low, act_high)
+        self.head = GeneratedLinear(hidden, env.act_dim, hyper_dim, hyper_init)
+        self.action_head = ActionBox(env.act_low, env.act_high)
 
     def generated_weights(self, preferences: torch.Tensor) -> dict[str, torch.Tensor]:
         """The weights the hypernetwork gives each preference (B, n_obj): ``layer.weight`` (B, hidden,

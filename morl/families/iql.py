@@ -29,7 +29,6 @@ factor set by the config (default 1), never per objective.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -108,22 +107,11 @@ class Learner(value.ValueLearner):
         self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device, facts: dict
     ):
         super().__init__(data, settings)
-        self.policy = _policy(model_name, dims, settings).to(device)
+        self.policy = self.add("actor", _policy(model_name, dims, settings), device, settings["actor_lr"])
         nets = _critics(model_name, dims, settings)
-        self.critic = nets["critic"].to(device)
-        self.vf = nets["value"].to(device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.modules = {
-            "actor": self.policy,
-            "critic": self.critic,
-            "value": self.vf,
-            "critic_target": self.critic_target,
-        }
-        self.optimizers = {
-            "actor": value.adam(self.policy, settings["actor_lr"], device),
-            "critic": value.adam(self.critic, settings["critic_lr"], device),
-            "value": value.adam(self.vf, settings["value_lr"], device),
-        }
+        self.critic = self.add("critic", nets["critic"], device, settings["critic_lr"])
+        self.vf = self.add("value", nets["value"], device, settings["value_lr"])
+        self.critic_target = self.add("critic_target", value.target_of(self.critic), device)
         if settings["cosine_schedule"]:
             self.schedulers = {
                 "actor": torch.optim.lr_scheduler.LambdaLR(self.optimizers["actor"], cosine_factor(settings["steps"]))

@@ -38,7 +38,6 @@ Departures, each with its reason:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -50,7 +49,7 @@ from morl.families.base import setting
 # PEDA's training definitions, checkpoint keys (the agent applies the return scale itself) and data
 # (normalised states, [-1, 1] actions, its returns-to-go); the checkpoint format is this family's own
 from morl.families.peda import CHECKPOINT_KEYS, DEFINITIONS, prepare  # noqa: E402, F401
-from morl.families.peda_networks import ActionBox, PolicyNetwork
+from morl.families.peda_networks import ActionBox, NetworkEnv, PolicyNetwork
 
 FORMAT_VERSION = 1
 READS_VERSIONS = (1,)
@@ -90,25 +89,14 @@ class ManifoldPolicy(PolicyNetwork):
     """MORvS-PML's network (module docstring), with PEDA's call signature
     ``model(states, actions, preferences, returns_to_go, timesteps, mask=None)`` on single steps."""
 
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        n_obj: int,
-        *,
-        hidden: int,
-        depth: int,
-        dropout: float,
-        act_low: Sequence[float],
-        act_high: Sequence[float],
-        max_episode_steps: int,
-    ):
-        super().__init__(act_dim, act_low, max_episode_steps)
-        in_dim = obs_dim + n_obj
+    def __init__(self, env: NetworkEnv, *, hidden: int, depth: int, dropout: float):
+        super().__init__(env)
+        n_obj = env.n_obj  # one weight set per objective
+        in_dim = env.obs_dim + n_obj
         self.layers = nn.ModuleList(CombinedLinear(in_dim if i == 0 else hidden, hidden, n_obj) for i in range(depth))
         self.dropout = nn.Dropout(dropout)
-        self.head = CombinedLinear(hidden, act_dim, n_obj)
-        self.action_head = ActionBox(act_low, act_high)
+        self.head = CombinedLinear(hidden, env.act_dim, n_obj)
+        self.action_head = ActionBox(env.act_low, env.act_high)
 
     def member_state_dict(self, i: int) -> dict[str, torch.Tensor]:
         """Weight set ``i`` as the state dict of PEDA's MORvS (``rvs``: ``MLPPolicy`` without w, with

@@ -44,10 +44,10 @@ import torch
 from morl import settings as rules
 from morl.data import Dataset
 from morl.errors import InputError
-from morl.families.base import CoreSettings, Dims, setting
+from morl.families.base import CoreSettings, DeviceData, Dims, device_tensor, setting
 from morl.families.base import Learner as CoreLearner
 from morl.families.peda_agent import Agent, build_agent, sequence_agent
-from morl.families.peda_networks import build_env_model, is_transformer, window_length
+from morl.families.peda_networks import NetworkEnv, build_env_model, is_transformer, window_length
 from morl.normalisation import DEFAULT_MAX_EPISODE_STEPS, normalise_actions, normalise_states, observation_stats
 
 #: The training definitions of the return-to-go (module docstring, ``docs/protocol.md``).
@@ -170,22 +170,15 @@ def returns_to_go(rewards: np.ndarray, traj_starts: np.ndarray, traj_lengths: np
 
 
 @dataclass
-class TrainingTensors:
+class TrainingTensors(DeviceData):
     """The dataset as contiguous tensors on the training device, one row per step."""
 
-    states: torch.Tensor  # (N, obs_dim) float32, normalised and clipped
     actions: torch.Tensor  # (N, act_dim) float32, in [-1, 1] units of the action bounds
     preferences: torch.Tensor  # (N, n_obj) float32
     returns_to_go: torch.Tensor  # (N, n_obj) float32, the scaled per-step g_t
     rewards: torch.Tensor | None  # (N, n_obj) float32 scaled raw rewards (``peda``: MODT's windows)
     timesteps: torch.Tensor  # (N,) int64, t within the trajectory
     traj_end: torch.Tensor  # (N,) int64, row after the last step of the row's trajectory
-    obs_mean: np.ndarray
-    obs_std: np.ndarray
-
-    @property
-    def n_steps(self) -> int:
-        return int(self.states.shape[0])
 
 
 def prepare_tensors(
@@ -221,20 +214,17 @@ def prepare_tensors(
         rewards = ds.rewards * np.float32(return_scale)
     g = g * float(return_scale)
 
-    def to(x, dtype):
-        # np.require copies only arrays that are not contiguous, writable (Arrow-backed) or of the
-        # right dtype, so torch.from_numpy can share the memory on CPU.
-        np_dtype = {torch.float32: np.float32, torch.long: np.int64}[dtype]
-        return torch.from_numpy(np.require(x, np_dtype, ["C", "W"])).to(device=device)
+    def to(x, dtype=np.float32):
+        return device_tensor(x, device, dtype)
 
     return TrainingTensors(
-        states=to(states, torch.float32),
-        actions=to(actions, torch.float32),
-        preferences=to(ds.preferences, torch.float32),
-        returns_to_go=to(g, torch.float32),
-        rewards=None if rewards is None else to(rewards, torch.float32),
-        timesteps=to(ds.steps, torch.long),
-        traj_end=to(np.repeat(ds.traj_starts + ds.traj_lengths, ds.traj_lengths), torch.long),
+        states=to(states),
+        actions=to(actions),
+        preferences=to(ds.preferences),
+        returns_to_go=to(g),
+        rewards=None if rewards is None else to(rewards),
+        timesteps=to(ds.steps, np.int64),
+        traj_end=to(np.repeat(ds.traj_starts + ds.traj_lengths, ds.traj_lengths), np.int64),
         obs_mean=np.asarray(mean, np.float32),
         obs_std=np.asarray(std, np.float32),
     )
@@ -256,14 +246,7 @@ def gather_batch(data: TrainingTensors, start: torch.Tensor, context_length: int
     """
     start = start.to(data.states.device)
     if context_length is None:
-        return {
-            "states": data.states[start],
-            "actions": data.actions[start],
-            "preferences": data.preferences[start],
-            "returns_to_go": data.returns_to_go[start],
-            "timesteps": data.timesteps[start],
-            "mask": None,
-        }
+        return {**data.rows(start, "states", "actions", "preferences", "returns_to_go", "timesteps"), "mask": None}
     k = context_length
     length = torch.clamp(data.traj_end[start] - start, max=k)
     offset = torch.arange(k, device=start.device)[None, :] - (k - length)[:, None]  # (B, K), < 0 on padding
@@ -438,19 +421,11 @@ class SequenceNetwork(Protocol):
 
 def network_of(cls: type, *keys: str) -> Callable[[Dims, dict, Any, Any, int], SequenceNetwork]:
     """A family's ``network(dims, settings, act_low, act_high, max_episode_steps)`` for :func:`sequence_family`:
-    ``cls(obs_dim, act_dim, n_obj, **{key: settings[key]}, act_low=..., act_high=..., max_episode_steps=...)``."""
+    ``cls(NetworkEnv(obs_dim, act_dim, n_obj, act_low, act_high, max_episode_steps), **{key: settings[key]})``."""
 
     def network(dims: Dims, settings: dict, act_low, act_high, max_episode_steps: int) -> SequenceNetwork:
-        sizes = {key: settings[key] for key in keys}
-        return cls(
-            dims.obs_dim,
-            dims.act_dim,
-            dims.n_obj,
-            **sizes,
-            act_low=act_low,
-            act_high=act_high,
-            max_episode_steps=max_episode_steps,
-        )
+        env = NetworkEnv(dims.obs_dim, dims.act_dim, dims.n_obj, act_low, act_high, max_episode_steps)
+        return cls(env, **{key: settings[key] for key in keys})
 
     return network
 

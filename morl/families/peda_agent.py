@@ -161,17 +161,13 @@ def sequence_agent(
     MODT(P); a ``stacked`` one on its network's ``history`` states, as BC(P); a ``step`` agent, as
     MORvS(P)) of a checked final checkpoint whose network is ``model`` (PEDA's, or another family's
     with PEDA's call signature), its weights loaded from the checkpoint."""
-    model.load_state_dict(ckpt["state_dict"], strict=True)
-    return Agent(
+    return Agent.from_checkpoint(
         model,
+        ckpt,
+        device,
         model_name=ckpt["model_name"],
         kind=kind,
-        obs_mean=ckpt["obs_mean"],
-        obs_std=ckpt["obs_std"],
         return_scale=ckpt["return_scale"],
-        max_episode_steps=ckpt["max_episode_steps"],
         context_length=context_length,
-        n_obj=ckpt["n_obj"],
         act_dim=ckpt["act_dim"],
-        device=device,
     )

@@ -31,6 +31,7 @@ window of ``K`` steps per row (tensors ``(B, K, dim)``) and predicts an action a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -115,16 +116,30 @@ class ActionHead(ActionBox):
         return self.squash(self.linear(h))
 
 
-class PolicyNetwork(nn.Module):
-    """What the networks with PEDA's call signature share: a check that the action bounds have
-    ``act_dim`` entries, and the episode cap ``T`` (``max_episode_steps``) that MORvS's average
-    return-to-go divides by and MODT's timestep embedding is sized for."""
+@dataclass(frozen=True)
+class NetworkEnv:
+    """The env a network with PEDA's call signature is built for: its sizes, its action box
+    ``[act_low, act_high]`` and its episode cap ``T`` (``max_episode_steps``)."""
 
-    def __init__(self, act_dim: int, act_low: Sequence[float], max_episode_steps: int):
+    obs_dim: int
+    act_dim: int
+    n_obj: int
+    act_low: Sequence[float]
+    act_high: Sequence[float]
+    max_episode_steps: int
+
+
+class PolicyNetwork(nn.Module):
+    """What the networks with PEDA's call signature share: the :class:`NetworkEnv` they are built
+    for, a check that its action bounds have ``act_dim`` entries, and its episode cap ``T``
+    (``max_episode_steps``) that MORvS's average return-to-go divides by and MODT's timestep
+    embedding is sized for."""
+
+    def __init__(self, env: NetworkEnv):
         super().__init__()
-        if len(act_low) != act_dim:
-            raise ValueError(f"action bounds have {len(act_low)} entries, act_dim is {act_dim}")
-        self.max_episode_steps = int(max_episode_steps)
+        if len(env.act_low) != env.act_dim:
+            raise ValueError(f"action bounds have {len(env.act_low)} entries, act_dim is {env.act_dim}")
+        self.max_episode_steps = int(env.max_episode_steps)
 
     def average_return_to_go(self, returns_to_go: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
         """MORvS's conditioning: g_t divided by the number of steps left, ``T - t`` (at least 1)."""
@@ -142,31 +157,26 @@ class MLPPolicy(PolicyNetwork):
 
     def __init__(
         self,
-        obs_dim: int,
-        act_dim: int,
-        n_obj: int,
+        env: NetworkEnv,
         *,
         condition_on_preference: bool,
         condition_on_return: bool,
         hidden: int,
         depth: int,
         dropout: float,
-        act_low: Sequence[float],
-        act_high: Sequence[float],
-        max_episode_steps: int,
         history: int | None = None,
     ):
-        super().__init__(act_dim, act_low, max_episode_steps)
+        super().__init__(env)
         self.condition_on_preference = condition_on_preference
         self.condition_on_return = condition_on_return
         self.history = history
-        step_dim = obs_dim + n_obj * int(condition_on_preference)
-        in_dim = step_dim * (history or 1) + n_obj * int(condition_on_return)
+        step_dim = env.obs_dim + env.n_obj * int(condition_on_preference)
+        in_dim = step_dim * (history or 1) + env.n_obj * int(condition_on_return)
         layers: list[nn.Module] = []
         for i in range(depth):
             layers += [nn.Linear(in_dim if i == 0 else hidden, hidden), nn.ReLU(), nn.Dropout(dropout)]
         self.trunk = nn.Sequential(*layers)
-        self.action_head = ActionHead(hidden, act_low, act_high)
+        self.action_head = ActionHead(hidden, env.act_low, env.act_high)
 
     def forward(self, states, actions, preferences, returns_to_go, timesteps, mask=None):
         """Predict one action per row; ``actions`` are unused.
@@ -256,31 +266,26 @@ class DecisionTransformer(PolicyNetwork):
 
     def __init__(
         self,
-        obs_dim: int,
-        act_dim: int,
-        n_obj: int,
+        env: NetworkEnv,
         *,
         condition_on_preference: bool,
         embed_dim: int,
         n_layer: int,
         n_head: int,
         dropout: float,
-        act_low: Sequence[float],
-        act_high: Sequence[float],
-        max_episode_steps: int,
     ):
-        super().__init__(act_dim, act_low, max_episode_steps)
+        super().__init__(env)
         self.condition_on_preference = condition_on_preference
-        extra = n_obj if condition_on_preference else 0
+        extra = env.n_obj if condition_on_preference else 0
         self.embed_timestep = nn.Embedding(self.max_episode_steps, embed_dim)
-        self.embed_return = nn.Linear(n_obj + extra, embed_dim)
-        self.embed_state = nn.Linear(obs_dim + extra, embed_dim)
-        self.embed_action = nn.Linear(act_dim + extra, embed_dim)
+        self.embed_return = nn.Linear(env.n_obj + extra, embed_dim)
+        self.embed_state = nn.Linear(env.obs_dim + extra, embed_dim)
+        self.embed_action = nn.Linear(env.act_dim + extra, embed_dim)
         self.embed_ln = nn.LayerNorm(embed_dim)
         self.embed_dropout = nn.Dropout(dropout)
         self.blocks = nn.ModuleList(TransformerBlock(embed_dim, n_head, dropout) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(embed_dim)
-        self.action_head = ActionHead(embed_dim, act_low, act_high)
+        self.action_head = ActionHead(embed_dim, env.act_low, env.act_high)
         self.apply(self._init_weights)
 
     @staticmethod
@@ -363,30 +368,24 @@ def build_model(
             raise ValueError(f"{key} must be a positive integer, got {value!r}")
     act_low = [-1.0] * act_dim if act_low is None else [float(x) for x in act_low]
     act_high = [1.0] * act_dim if act_high is None else [float(x) for x in act_high]
-    common = dict(act_low=act_low, act_high=act_high, max_episode_steps=max_episode_steps)
+    env = NetworkEnv(obs_dim, act_dim, n_obj, act_low, act_high, max_episode_steps)
     if is_transformer(name):
         return DecisionTransformer(
-            obs_dim,
-            act_dim,
-            n_obj,
+            env,
             condition_on_preference=uses_preference(name),
             embed_dim=settings["embed_dim"],
             n_layer=settings["n_layer"],
             n_head=settings["n_head"],
             dropout=settings["dropout"],
-            **common,
         )
     return MLPPolicy(
-        obs_dim,
-        act_dim,
-        n_obj,
+        env,
         condition_on_preference=uses_preference(name),
         condition_on_return=name.startswith("rvs"),
         hidden=settings["hidden"],
         depth=settings["depth"],
         dropout=settings["dropout"],
         history=window_length(name, settings),
-        **common,
     )
 
 

@@ -26,7 +26,6 @@ from ``statistics_from``); rewards are not.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -91,20 +90,10 @@ class Learner(value.ValueLearner):
         self, model_name: str, data: value.Transitions, dims: Dims, settings: dict, device: torch.device, facts: dict
     ):
         super().__init__(data, settings)
-        self.policy = _policy(model_name, dims, settings).to(device)
-        self.critic = _critics(model_name, dims, settings)["critic"].to(device)
-        self.policy_target = copy.deepcopy(self.policy).requires_grad_(False)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.modules = {
-            "actor": self.policy,
-            "critic": self.critic,
-            "actor_target": self.policy_target,
-            "critic_target": self.critic_target,
-        }
-        self.optimizers = {
-            "actor": value.adam(self.policy, settings["actor_lr"], device),
-            "critic": value.adam(self.critic, settings["critic_lr"], device),
-        }
+        self.policy = self.add("actor", _policy(model_name, dims, settings), device, settings["actor_lr"])
+        self.critic = self.add("critic", _critics(model_name, dims, settings)["critic"], device, settings["critic_lr"])
+        self.policy_target = self.add("actor_target", value.target_of(self.policy), device)
+        self.critic_target = self.add("critic_target", value.target_of(self.critic), device)
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:
         settings = self.settings

@@ -33,6 +33,7 @@ Evaluation (:class:`ValueAgent`) runs the deterministic policy: the tanh of the 
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -45,7 +46,7 @@ from torch import nn
 from morl import settings as rules
 from morl.checkpoints import CheckpointError, load_checkpoint
 from morl.data import Dataset
-from morl.families.base import CoreSettings, Dims, Learner, cpu_state_dict, setting
+from morl.families.base import CoreSettings, DeviceData, Dims, Learner, cpu_state_dict, device_tensor, setting
 from morl.normalisation import normalise_actions, normalise_states, observation_stats
 from morl.rollout import TrainedAgent
 
@@ -91,21 +92,14 @@ COMMON_RULES: dict[str, rules.Rule] = {
 
 # --------------------------------------------------------------------------- transitions
 @dataclass
-class Transitions:
+class Transitions(DeviceData):
     """The dataset as contiguous tensors on the training device, one row per step."""
 
-    states: torch.Tensor  # (N, obs_dim) float32, normalised and clipped
     actions: torch.Tensor  # (N, act_dim) float32, in [-1, 1] units of the action bounds
     rewards: torch.Tensor  # (N, n_obj) float32, raw reward vector * reward_scale
     next_states: torch.Tensor  # (N, obs_dim) float32, normalised and clipped
     not_done: torch.Tensor  # (N, 1) float32, 0 where the episode terminated
     preferences: torch.Tensor  # (N, n_obj) float32, the trajectory's preference
-    obs_mean: np.ndarray
-    obs_std: np.ndarray
-
-    @property
-    def n_steps(self) -> int:
-        return int(self.states.shape[0])
 
 
 def prepare_transitions(
@@ -125,7 +119,7 @@ def prepare_transitions(
     not_done = 1.0 - ds.terminals.astype(np.float32)[:, None]
 
     def to(x):
-        return torch.from_numpy(np.require(x, np.float32, ["C", "W"])).to(device=device)
+        return device_tensor(x, device)
 
     return Transitions(
         states=to(normalise_states(ds.observations, mean, std)),
@@ -142,14 +136,7 @@ def prepare_transitions(
 def sample_batch(generator: torch.Generator, data: Transitions, batch_size: int) -> dict[str, torch.Tensor]:
     """``batch_size`` rows drawn uniformly with one ``torch.randint`` from the CPU ``generator``."""
     idx = torch.randint(data.n_steps, (batch_size,), generator=generator).to(data.states.device)
-    return {
-        "states": data.states[idx],
-        "actions": data.actions[idx],
-        "rewards": data.rewards[idx],
-        "next_states": data.next_states[idx],
-        "not_done": data.not_done[idx],
-        "preferences": data.preferences[idx],
-    }
+    return data.rows(idx, "states", "actions", "rewards", "next_states", "not_done", "preferences")
 
 
 def dirichlet(generator: torch.Generator, n: int, n_obj: int) -> torch.Tensor:
@@ -319,6 +306,11 @@ def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
         t.lerp_(s, tau)
 
 
+def target_of(source: nn.Module) -> nn.Module:
+    """A target network: a copy of ``source`` without gradients, moved by :func:`soft_update`."""
+    return copy.deepcopy(source).requires_grad_(False)
+
+
 # --------------------------------------------------------------------------- learners
 def prepare(ds: Dataset, settings: dict, device: torch.device, stats, facts: dict) -> Transitions:
     """The training core's view of a dataset for a value-based family: :func:`prepare_transitions`."""
@@ -341,6 +333,15 @@ class ValueLearner(Learner):
         self.batch_size = settings["batch_size"]
         self.relabel = float(settings.get("relabel", 0.0))
 
+    def add(self, name: str, module: nn.Module, device: torch.device, lr: float | None = None) -> nn.Module:
+        """``module`` on ``device``, kept in ``modules`` as ``name`` and, given a learning rate ``lr``,
+        trained by an :func:`adam` of the same name in ``optimizers``; returns the module on the device."""
+        module = module.to(device)
+        self.modules[name] = module
+        if lr is not None:
+            self.optimizers[name] = adam(module, lr, device)
+        return module
+
     def sample(self, generator: torch.Generator) -> dict[str, torch.Tensor]:
         batch = sample_batch(generator, self.data, self.batch_size)
         if self.relabel > 0:
@@ -362,17 +363,7 @@ def check_critics(ckpt: dict) -> None:
 
 def build_agent(policy: Policy, ckpt: dict, device: torch.device) -> ValueAgent:
     """The :class:`ValueAgent` of a checked checkpoint whose policy network is ``policy``."""
-    policy.load_state_dict(ckpt["state_dict"], strict=True)
-    return ValueAgent(
-        policy,
-        obs_mean=ckpt["obs_mean"],
-        obs_std=ckpt["obs_std"],
-        act_low=ckpt["act_low"],
-        act_high=ckpt["act_high"],
-        n_obj=ckpt["n_obj"],
-        max_episode_steps=ckpt["max_episode_steps"],
-        device=device,
-    )
+    return ValueAgent.from_checkpoint(policy, ckpt, device, act_low=ckpt["act_low"], act_high=ckpt["act_high"])
 
 
 def load_critics(family, path, build_critics) -> dict[str, nn.Module]:
