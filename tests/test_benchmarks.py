@@ -113,6 +113,7 @@ TESTED = {
     "paper_scale_memory.py", "peer_pgmorl.py", "pgmorl_throughput.py", "returns_along_preferences.py",
     "train_throughput.py", "warmstart_effect.py", "weight_conditioning_cost.py", "weight_conditioning_study.py",
     "long_run_speed.py", "step_floor.py", "threads.py", "subnormal_step.py", "fall_probe.py", "pgmorl_phases.py",
+    "d4morl_policies.py",
 }  # fmt: skip
 
 
@@ -413,3 +414,58 @@ def test_fall_probe(tmp_path, policy, dataset):
         "--n-data", "6", "--first", "0", "3")  # fmt: skip
     res = run(fp, "fit", "--dataset", str(dataset), "--checkpoint", str(ckpt["dt-p"]), "--samples", "500")
     assert "MODT at step c" in res.stdout, res.stdout[-2000:]
+
+
+def _pgmorl_final_folder(folder: Path, obs_dim: int, act_dim: int, objs: list[list[float]]) -> None:
+    """A PGMORL ``final/`` folder of ``len(objs)`` random policies, laid out as PGMORL writes it:
+    ``EP_policy_<i>.pt`` (an ``a2c_ppo_acktr`` state dict in float64), ``EP_env_params_<i>.pkl`` (a
+    pickled dict holding baselines' ``RunningMeanStd``) and ``objs.txt``."""
+    import pickle
+    import types
+
+    import numpy as np
+    import torch
+
+    module = types.ModuleType("baselines.common.running_mean_std")
+
+    class RunningMeanStd:  # pickled under baselines' name, as PGMORL's files are
+        pass
+
+    RunningMeanStd.__module__, RunningMeanStd.__qualname__ = module.__name__, "RunningMeanStd"
+    module.RunningMeanStd = RunningMeanStd
+    gen = torch.Generator().manual_seed(0)
+    folder.mkdir(parents=True)
+    names = ("baselines", "baselines.common", module.__name__)
+    saved = {name: sys.modules.get(name) for name in names}
+    sys.modules.update({"baselines": types.ModuleType("baselines"),
+                        "baselines.common": types.ModuleType("baselines.common"), module.__name__: module})  # fmt: skip
+    try:
+        for i in range(len(objs)):
+            shapes = {"base.actor.0.weight": (64, obs_dim), "base.actor.0.bias": (64,), "base.actor.2.weight": (64, 64),
+                      "base.actor.2.bias": (64,), "dist.fc_mean.weight": (act_dim, 64), "dist.fc_mean.bias": (act_dim,),
+                      "dist.logstd._bias": (act_dim, 1)}  # fmt: skip
+            state = {k: 0.3 * torch.randn(shape, generator=gen, dtype=torch.float64) for k, shape in shapes.items()}
+            torch.save(state, folder / f"EP_policy_{i}.pt")
+            rms = RunningMeanStd()
+            rms.mean, rms.var, rms.count = np.zeros(obs_dim), np.ones(obs_dim), 1e4
+            (folder / f"EP_env_params_{i}.pkl").write_bytes(pickle.dumps({"ob_rms": rms, "ret_rms": None}))
+    finally:
+        for name, was in saved.items():
+            if was is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = was
+    (folder / "objs.txt").write_text("".join(",".join(f"{v:.6f}" for v in row) + "\n" for row in objs))
+
+
+def test_d4morl_policies(tmp_path):
+    # Two random policies on MO-Hopper-v2, with MuJoCo 2.0's capsule inertials and contact margins:
+    # the table has a row per policy, and the model gets mujoco-py's Hopper masses (torso 3.5343)
+    _pgmorl_final_folder(tmp_path / "final", 11, 3, [[1000.0, 2000.0], [1500.0, 1500.0]])
+    res = run("benchmarks/d4morl_policies.py", "--final", tmp_path / "final", "--env", "MO-Hopper-v2",
+              "--capsules", "mujoco200", "--margins", "mujoco200")  # fmt: skip
+    rows = table_rows(res.stdout, "| policy | objs.txt | ours |")
+    assert [r[0] for r in rows] == ["0", "1"] and rows[1][1] == "[1500.0, 1500.0]", rows
+    assert "-> [3.5343, 3.927, 2.7143, 5.0894]" in res.stdout, res.stdout
+    assert "contact margins: geom margin 0.001 -> 0.0005" in res.stdout
+    assert "summary MO-Hopper-v2 (2 policies" in res.stdout
