@@ -36,11 +36,12 @@ that flips it most often. The choices (:data:`CHOICES`; the first option of each
   whose runs come from a second slices folder (``definitions_slices``); in rows that folder has no
   runs of, and for the value-based models, the runs are the same in both universes.
 - ``episodes``: episodes per preference point, whose mean return is the point: 1 (PEDA's
-  ``experiment.py``) or 3 (MODULI's evaluation). The 3-episode evaluations come from a third slices
-  folder (``episodes_slices``: the same grid run with ``evaluate.episodes: 3``, every evaluation
-  checked to record 3 episodes and the same datasets); a run that folder lacks is the same in both
-  universes. Only PEDA's definitions have them, so the self-consistent definitions with 3 episodes
-  are no universe. B stays the one of the config's own slices in both.
+  ``experiment.py``) or 3 (MODULI's evaluation). Not post hoc: every run of the slices needs its
+  checkpoint evaluated again with 3 episodes per point, ``eval-episodes3.parquet`` beside its
+  ``eval.parquet`` (the workflow's ``evaluate_episodes`` jobs make them when the config asks for
+  the option, and the slice rule exports them); each is checked to record 3 episodes. The runs of
+  ``definitions_slices`` have none, so the self-consistent definitions with 3 episodes are no
+  universe. B stays the same in both (the behavior front as evaluated, the data's HV).
 
 Outputs (:func:`write_multiverse`): ``universes.csv`` (one row per universe: a column per choice,
 the tallies with a bootstrap interval over seeds, each row's best model and order),
@@ -96,7 +97,7 @@ EXCLUDED = ((
     "the data's HV from its data-min point needs the trajectory returns, which the slices do not hold",
 ), (
     {"definitions": "self-consistent", "episodes": 3},
-    "the 3-episode evaluations are of the runs under PEDA's definitions only",
+    "the runs under the self-consistent definitions have no 3-episode evaluations",
 ))  # fmt: skip
 #: Lattice divisions of each grid option, per number of objectives (module docstring).
 GRID_DIVISIONS = {501: {2: 500, 3: 24}, 101: {2: 100, 3: 12}, 51: {2: 50, 3: 6}}
@@ -210,7 +211,7 @@ class Runs:
     filter): ``measures[(definitions, episodes, ref, grid, negative)]`` is an array (rows, models,
     seeds, 3) of HV, SP and cardinality (NaN: no run); ``b[(b, ref, grid, negative)]`` the B of each row."""
 
-    def __init__(self, config, slices_dir, options, definitions_slices=None, episodes_slices=None):
+    def __init__(self, config, slices_dir, options, definitions_slices=None):
         self.rows = sort_datasets((e, q, h) for e in config["envs"] for q in config["qualities"]
                                   for h in config["entropies"])  # fmt: skip
         self.models, self.seeds = list(config["models"]), list(config["seeds"])
@@ -238,12 +239,17 @@ class Runs:
         for episodes in options["episodes"]:
             if episodes == 1:
                 continue
-            if not episodes_slices:
-                raise InputError(f"multiverse.episodes: {episodes} needs multiverse.episodes_slices")
-            other = self._same_datasets(episodes_slices, slices_dir)
-            for k in keys:  # the runs evaluated with more episodes where there are some, else the same runs
-                self.measures[("peda", episodes, *k)] = self.measures[("peda", 1, *k)].copy()
-            self._score_runs(other["evaluations"], ("peda", episodes), options, keys, behavior_sha)
+            again = [Path(e).with_name(f"eval-episodes{episodes}.parquet") for e in found["evaluations"]]
+            missing = [str(p) for p in again if not p.is_file()]
+            if missing:
+                raise InputError(
+                    f"{missing[0]}: missing ({len(missing)} of {len(again)} runs have no evaluation with "
+                    f"{episodes} episodes per point); `snakemake multiverse` with multiverse.episodes "
+                    f"{options['episodes']} evaluates the runs' checkpoints again and exports them with the slices"
+                )
+            for k in keys:
+                self.measures[("peda", episodes, *k)] = np.full(shape, np.nan)
+            self._score_runs([str(p) for p in again], ("peda", episodes), options, keys, behavior_sha)
         self.b = {}
         for k in keys:
             if k[0] == "origin":
@@ -505,7 +511,7 @@ def _readme(options, universes, findings) -> str:
         if all(v in options[k] for k, v in rule.items()):
             lines += ["", f"No universe has {' with '.join(f'{k} {v}' for k, v in rule.items())}: {why}."]
     needs = {"definitions": "the definitions_slices of the grid trained under the self-consistent definitions",
-             "episodes": "the episodes_slices of the grid evaluated again with evaluate.episodes: 3"}  # fmt: skip
+             "episodes": "every run's checkpoint evaluated again with 3 episodes per point"}  # fmt: skip
     alone = [c for c in NOT_POST_HOC if len(options[c]) == 1]
     if alone:
         lines += ["", "Not crossed here: " + "; ".join(f"{c} (it needs {needs[c]})" for c in alone) + "."]
@@ -587,12 +593,10 @@ CURVES = (("morvs_close", "rows with MORvS(P) within ±0.10", 10), ("tau_mean", 
 
 def write_multiverse(config: Mapping[str, Any], slices_dir, out_dir, plots: bool = True) -> dict[str, Path]:
     """Compute every universe of the config's ``multiverse`` section from the slices in
-    ``slices_dir`` (and ``multiverse.definitions_slices`` and ``episodes_slices``) and write the
-    outputs into ``out_dir``."""
+    ``slices_dir`` (and ``multiverse.definitions_slices``) and write the outputs into ``out_dir``."""
     options = multiverse_options(config)
     universes = expand_universes(options)
-    section = config.get("multiverse") or {}
-    runs = Runs(config, slices_dir, options, section.get("definitions_slices"), section.get("episodes_slices"))
+    runs = Runs(config, slices_dir, options, (config.get("multiverse") or {}).get("definitions_slices"))
     rng = np.random.RandomState(BOOTSTRAP_SEED)
     shape = (BOOTSTRAP_REPS, len(runs.rows), len(runs.models))
     draws = {k: rng.randint(0, k, size=(*shape, k)) for k in sorted({len(runs.seeds), len(runs.seeds) - 1} - {0})}

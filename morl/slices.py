@@ -118,21 +118,24 @@ def export_slice(
     bench_dir: str | os.PathLike | None = None,
     config_file: str | os.PathLike | None = None,
     along: Sequence[str | os.PathLike] = (),
+    episodes: Sequence[str | os.PathLike] = (),
 ) -> Path:
     """Copy one env's finished results that the tables need into ``out_dir`` (replacing a previous
     export of that env) and write its ``SLICE.json``; return ``out_dir``. ``along``: the evaluations
-    of the snapshots the runs kept along training (``evaluate.at_steps``)."""
+    of the snapshots the runs kept along training (``evaluate.at_steps``); ``episodes``: the runs'
+    evaluations with another number of episodes per point (``eval-episodes<N>.parquet``, for the
+    multiverse's episodes choice)."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     own = (results_dir / env).resolve()
     if out_dir.resolve() in (results_dir.resolve(), own) or own in out_dir.resolve().parents:
         raise InputError(f"{out_dir}: a slice must not be written into the results it is exported from")
-    files = [*evaluations, *curves, front, *front_models, *along]
+    files = [*evaluations, *curves, front, *front_models, *along, *episodes]
     for path in files:
         if not Path(path).is_file():
             raise InputError(f"{path}: a file of the slice of {env} does not exist; has every run finished?")
     # the behavior policy the data came from, as the datasets record it (and the evaluations repeat)
     behaviors = {(read_meta(d).get("behavior_method"), read_meta(d).get("behavior_sha256")) for d in datasets}
-    evaluated = {read_meta(e).get("behavior_sha256") for e in [*evaluations, *along]}
+    evaluated = {read_meta(e).get("behavior_sha256") for e in [*evaluations, *along, *episodes]}
     if not evaluated <= {sha for _, sha in behaviors}:
         raise InputError(
             f"the evaluations of {env} come from data of another behavior policy than its datasets' "

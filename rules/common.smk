@@ -28,6 +28,7 @@ wildcard_constraints:
     model=wildcard_pattern(),
     seed=r"\d+",
     step=r"\d+",
+    episodes=r"\d+",
     # the complete data has no suffix, so runs on it keep their paths; variants: -shattered, -narrow
     coverage=WILDCARDS["coverage"],
 
@@ -51,6 +52,9 @@ SNAPSHOT = os.path.join(SNAPSHOTS, "step{step}.pt")
 ALONG = os.path.join(RUN, "along", "step{step}")
 ALONG_EVALUATION = os.path.join(ALONG, "eval.parquet")
 ALONG_SUMMARY = os.path.join(ALONG, "summary.json")
+# The multiverse's episodes choice: a run evaluated again with more episodes per preference point
+EPISODES_EVALUATION = os.path.join(RUN, "eval-episodes{episodes}.parquet")
+EPISODES_SUMMARY = os.path.join(RUN, "summary-episodes{episodes}.json")
 AT_STEPS = bool(config["evaluate"].get("at_steps"))
 TABLES = os.path.join(R, "tables")
 # Each env's finished results that the tables need, to be committed (rules/slices.smk).
@@ -149,6 +153,22 @@ def all_along_evaluations():
                             out += [ALONG_EVALUATION.format(**wc, step=s) for s in steps]
                             out.append(EVALUATION.format(**wc))
     return out if AT_STEPS else []
+
+
+def all_episode_evaluations():
+    """Every run on the complete data evaluated again with each episode count of
+    multiverse.episodes other than 1 (none when the config asks for no other)."""
+    counts = [n for n in (config.get("multiverse") or {}).get("episodes", [1]) if n != 1]
+    return expand(
+        EPISODES_EVALUATION,
+        env=config["envs"],
+        quality=config["qualities"],
+        entropy=config["entropies"],
+        coverage=[""],
+        model=config["models"],
+        seed=config["seeds"],
+        episodes=counts,
+    )
 
 
 def all_front_models():
@@ -259,7 +279,6 @@ def table_outputs(tables_dir, with_report):
 # The multiverse analysis (rules/multiverse.smk): where it writes, and what it reads of each slice.
 MULTIVERSE = os.path.join(os.path.dirname(os.path.normpath(SLICES)), "multiverse")
 DEFINITIONS_SLICES = (config.get("multiverse") or {}).get("definitions_slices")
-EPISODES_SLICES = (config.get("multiverse") or {}).get("episodes_slices")
 
 
 def slice_inputs(folder):
@@ -269,5 +288,5 @@ def slice_inputs(folder):
     slices = sorted(p.parent for p in Path(folder).glob("*/SLICE.json"))
     if not slices:
         return expand(os.path.join(SLICES, "{env}"), env=config["envs"]) if folder == SLICES else []
-    patterns = ("*/*/seed*/eval.parquet", "behavior/front.parquet", "data/*.card.md")
+    patterns = ("*/*/seed*/eval.parquet", "*/*/seed*/eval-episodes*.parquet", "behavior/front.parquet", "data/*.card.md")
     return [str(f) for s in slices for pattern in patterns for f in sorted(s.glob(pattern))]

@@ -11,7 +11,6 @@ rule multiverse:
     input:
         slices=slice_inputs(SLICES),
         definitions=slice_inputs(DEFINITIONS_SLICES) if DEFINITIONS_SLICES else [],
-        episodes=slice_inputs(EPISODES_SLICES) if EPISODES_SLICES else [],
     output:
         universes=os.path.join(MULTIVERSE, "universes.csv"),
         findings=os.path.join(MULTIVERSE, "findings.csv"),

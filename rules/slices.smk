@@ -14,6 +14,8 @@ rule slice:
         front_models=lambda wc: of_env(all_front_models(), wc.env),
         # evaluate.at_steps: the evaluations of the snapshots kept along training
         along=lambda wc: [e for e in of_env(all_along_evaluations(), wc.env) if "/along/" in e],
+        # multiverse.episodes: the runs evaluated again with more episodes per point
+        episodes=lambda wc: of_env(all_episode_evaluations(), wc.env),
     output:
         # update(): Snakemake deletes a job's folder before the job runs, and again when the job
         # fails; flagged so, it leaves the folder to the script, which replaces it only when it is

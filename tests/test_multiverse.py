@@ -63,8 +63,8 @@ def test_the_config_section_is_validated_with_the_rest(small_config):
         ({"reference_point": ["data-min"]}, r"multiverse.reference_point: \['data-min'\] must include 'origin'"),
         ({"definitions": ["peda", "self-consistent"]}, "missing required key multiverse.definitions_slices"),
         ({"grid": [501, 500]}, r"multiverse.grid\[1\]: 500 is not one of 501, 101, 51"),
-        ({"episodes": [1, 3]}, "missing required key multiverse.episodes_slices"),
-        ({"episodes": [3], "episodes_slices": "x"}, r"multiverse.episodes: \[3\] must include 1"),
+        ({"episodes": [3]}, r"multiverse.episodes: \[3\] must include 1"),
+        ({"episodes": [1, 5]}, r"multiverse.episodes\[1\]: 5 is not one of 1, 3"),
     ]:
         bad = copy.deepcopy(small_config)
         bad["multiverse"] = section
@@ -160,17 +160,16 @@ def test_the_definitions_replace_only_peda_models_where_their_runs_are(runs):
             assert same != (env in ("MO-HalfCheetah-v2", "MO-Hopper-v2", "MO-Walker2d-v2") and moved), (env, model)
 
 
-def _evaluated_again(src: Path, dst: Path, episodes, scale: float) -> None:
-    """A copy of the slice ``src`` at ``dst`` whose run evaluations record ``episodes`` episodes per
-    point and returns ``scale`` times the originals (a stand-in for the grid evaluated again)."""
+def _evaluate_again(slices: Path, env: str, episodes, scale: float) -> None:
+    """Beside each run evaluation of ``env`` in ``slices``, an ``eval-episodes3.parquet`` that
+    records ``episodes`` episodes per point and ``scale`` times the returns (a stand-in for the
+    runs' checkpoints evaluated again with 3 episodes)."""
     import json
-    import shutil
 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    shutil.copytree(src, dst)
-    for path in sorted(dst.glob("*/*/seed*/eval.parquet")):
+    for path in sorted((slices / env).glob("*/*/seed*/eval.parquet")):
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"morl"])
         meta["episodes"] = episodes
@@ -179,16 +178,23 @@ def _evaluated_again(src: Path, dst: Path, episodes, scale: float) -> None:
             pa.array(returns.values.to_numpy() * scale, pa.float64()), returns.type.list_size
         )
         table = table.set_column(table.schema.get_field_index("return"), "return", scaled)
-        pq.write_table(table.replace_schema_metadata({b"morl": json.dumps(meta, sort_keys=True)}), path)
+        again = table.replace_schema_metadata({b"morl": json.dumps(meta, sort_keys=True)})
+        pq.write_table(again, path.with_name("eval-episodes3.parquet"))
 
 
-def test_three_episodes_replace_the_runs_the_episodes_slices_hold(small_config, tmp_path):
-    """multiverse.episodes 3 scores the runs of episodes_slices where it has them (HalfCheetah here),
-    the same runs elsewhere; an evaluation of another episode count there is refused, naming it."""
-    _evaluated_again(SMALL / "runs/MO-HalfCheetah-v2", tmp_path / "three/MO-HalfCheetah-v2", 3, 0.5)
+def test_three_episodes_score_every_runs_second_evaluation(small_config, tmp_path):
+    """multiverse.episodes 3 scores the eval-episodes3.parquet beside each run's evaluation; a run
+    without one, or one of another episode count, is refused, naming the file."""
+    import shutil
+
+    slices = tmp_path / "runs"
+    shutil.copytree(SMALL / "runs", slices)
+    for env in {r[0] for r in expand_rows(small_config)}:
+        _evaluate_again(slices, env, 3, 0.5 if env == "MO-HalfCheetah-v2" else 1.0)
     options = {c: [o[0]] for c, o in CHOICES.items()} | {"episodes": [1, 3]}
-    runs = Runs(small_config, SMALL / "runs", options, None, tmp_path / "three")
+    runs = Runs(small_config, slices, options)
     one, three = runs.measures[("peda", 1, "origin", 501, "count")], runs.measures[("peda", 3, "origin", 501, "count")]
+    assert not np.isnan(three).any()
     for i, (env, _, _) in enumerate(runs.rows):
         if env == "MO-HalfCheetah-v2":  # both objectives halved: a quarter of the HV
             assert np.allclose(three[i, ..., 0], 0.25 * one[i, ..., 0], rtol=1e-12)
@@ -198,13 +204,17 @@ def test_three_episodes_replace_the_runs_the_episodes_slices_hold(small_config, 
     assert {u["episodes"] for u in universes} == {1, 3}
     both = expand_universes(options | {"definitions": ["peda", "self-consistent"]})
     assert not [u for u in both if u["definitions"] == "self-consistent" and u["episodes"] == 3]
-    _evaluated_again(SMALL / "runs/MO-Swimmer-v2", tmp_path / "one/MO-Swimmer-v2", 1, 1.0)
-    with pytest.raises(
-        InputError, match=r"eval.parquet: evaluated with 1 episodes per preference, where the multiverse reads 3"
-    ):
-        Runs(small_config, SMALL / "runs", options, None, tmp_path / "one")
-    with pytest.raises(InputError, match="multiverse.episodes: 3 needs multiverse.episodes_slices"):
-        Runs(small_config, SMALL / "runs", options)
+    first = sorted((slices / "MO-Swimmer-v2").glob("*/*/seed*/eval-episodes3.parquet"))[0]
+    _evaluate_again(slices, "MO-Swimmer-v2", 1, 1.0)
+    with pytest.raises(InputError, match=r"evaluated with 1 episodes per preference, where the multiverse reads 3"):
+        Runs(small_config, slices, options)
+    first.unlink()
+    with pytest.raises(InputError, match=rf"{re.escape(str(first))}: missing \(1 of 360 runs"):
+        Runs(small_config, slices, options)
+
+
+def expand_rows(config) -> list[tuple[str, str, str]]:
+    return [(e, q, h) for e in config["envs"] for q in config["qualities"] for h in config["entropies"]]
 
 
 @pytest.mark.skipif(not (SMALL / "multiverse").is_dir(), reason="no multiverse of paper-cpu-small is committed yet")

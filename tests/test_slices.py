@@ -297,6 +297,7 @@ def all_evaluations(): return [os.path.join(RUN, "eval.parquet")]
 def all_curves(): return [os.path.join(RUN, "curve.csv")]
 def all_front_models(): return []
 def all_along_evaluations(): return []
+def all_episode_evaluations(): return []
 def dataset_file(env, q, h): return os.path.join(R, env, "data", f"{{q}}-{{h}}.parquet")
 def of_env(paths, env): return [p for p in paths if p.startswith(os.path.join(R, env, ""))]
 include: "{rules}"

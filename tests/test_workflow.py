@@ -73,6 +73,20 @@ def test_paper_cpu_grid_dry_run(tmp_path, name, along):
     assert elapsed < 30, f"dry run of the paper-cpu grid took {elapsed:.0f} s"
 
 
+def test_the_multiverse_episodes_choice_evaluates_every_run_again(tmp_path):
+    """multiverse.episodes [1, 3]: `snakemake -n multiverse` evaluates every run of the grid again
+    with 3 episodes per point (from its checkpoint) before it exports the slices."""
+    config = yaml.safe_load((ROOT / "configs" / "paper-cpu-small.yaml").read_text())
+    config["results_dir"], config["slices_dir"] = str(tmp_path / "results"), str(tmp_path / "slices")
+    config["multiverse"] = {"episodes": [1, 3]}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    res = snakemake("multiverse", "-n", "--quiet", "rules", "--configfile", str(tmp_path / "config.yaml"), cwd=ROOT)
+    assert res.returncode == 0, res.stderr
+    counts = job_counts(res.stdout + res.stderr)
+    assert counts["evaluate_episodes"] == counts["evaluate"] == counts["train"] == 360
+    assert counts["slice"] == 6 and counts["multiverse"] == 1
+
+
 def test_unseen_preferences_grid_dry_run(tmp_path):
     """configs/unseen.yaml: three envs from their shipped policies, two datasets each, used complete and as
     their shattered and narrow variants (derived, not collected), twelve models, three seeds."""

@@ -21,6 +21,7 @@ def main(sm) -> None:
             bench_dir=sm.params.bench,
             config_file=sm.params.configfile,
             along=sm.input.along,
+            episodes=sm.input.episodes,
         )
 
 
