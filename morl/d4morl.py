@@ -12,7 +12,12 @@ An original D4MORL file is a pickled list with one dict per trajectory::
 :func:`import_d4morl` checks every trajectory against the environment's
 :class:`~morl.envs.tasks.EnvSpec`, converts it and writes one Parquet file (see :mod:`morl.data`) that
 can stand in for a collected dataset. A trajectory that reaches the episode cap (500 steps)
-without a terminal flag is marked as a timeout; actions are clipped to the env's bounds (the
+is marked as a timeout, and as terminated only if its final state ends the episode by the task's
+termination rule: D4MORL's collector stored gym's ``done`` as the terminal flag (PEDA's
+``data_generation/collect_env_new.py``), which the 500-step ``TimeLimit`` of its registered envs
+sets as well, so every full-length original trajectory carries the flag. As in collected data, an
+episode that terminates on its 500th step has both flags.
+Actions are clipped to the env's bounds (the
 format stores the action actually applied) and the number of clipped entries is recorded. Within a
 trajectory, ``next_observations[t]`` must equal ``observations[t + 1]`` exactly: D4MORL's collector
 appended both from the same array (:func:`morl.data.check_next_observations`).
@@ -40,7 +45,7 @@ from morl.data import (
     file_sha256,
     write_dataset,
 )
-from morl.envs import get_spec, physics_version
+from morl.envs import get_spec, physics_version, terminated_observations
 from morl.errors import InputError
 from morl.preferences import ENTROPY_LEVELS
 from morl.progress import Progress, log
@@ -282,8 +287,13 @@ def import_d4morl(
     terminals = np.zeros(n, bool)
     timeouts = np.zeros(n, bool)
     last = ends - 1
+    # a flag at the cap is gym's TimeLimit unless the final state breaks the termination rule
+    at_cap = lengths == spec.max_episode_steps
+    flagged = np.flatnonzero(terminal_end & at_cap)
+    if flagged.size:
+        terminal_end[flagged] = terminated_observations(spec, nxt[last[flagged]])
     terminals[last[terminal_end]] = True
-    is_timeout = ~terminal_end & (lengths == spec.max_episode_steps)
+    is_timeout = at_cap  # as in collected data, an episode that terminates on its 500th step has both
     timeouts[last[is_timeout]] = True
 
     meta = {

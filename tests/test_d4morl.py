@@ -108,17 +108,40 @@ def test_numpy1_pickles_naming_numpy_core_load(tmp_path):
 
 
 def test_timeouts_and_terminals(tmp_path):
-    lengths = (500, 120, 500, 37)
-    trajs = make_trajectories(THREE_OBJ, lengths=lengths, terminal_at_end=[False, False, True, True])
+    from morl.envs import rest_observation
+
+    lengths = (500, 120, 500, 37, 500)
+    trajs = make_trajectories(THREE_OBJ, lengths=lengths, terminal_at_end=[False, False, True, True, True])
     trajs[1]["terminals"] = trajs[1]["terminals"].astype(np.float64)[:, None]  # (T, 1) floats also accepted
+    # D4MORL flagged the 500-step cut too (gym's TimeLimit sets `done`): a flag at the cap is a
+    # termination only where the final state breaks Hopper's health rule (here: height 0.3 < 0.4)
+    rest = rest_observation(get_spec(THREE_OBJ)).astype(np.float64)
+    trajs[2]["next_observations"][-1] = rest
+    trajs[4]["next_observations"][-1] = rest
+    trajs[4]["next_observations"][-1, 0] = 0.3
     pkl = write_pickle(tmp_path / "hopper.pkl", trajs)
     summary = import_d4morl(pkl, THREE_OBJ, "amateur", "narrow", tmp_path / "o.parquet", progress=False)
     ds = load_dataset(tmp_path / "o.parquet")
     ends = ds.traj_starts + ds.traj_lengths - 1
-    np.testing.assert_array_equal(np.flatnonzero(ds.timeouts), [ends[0]])  # 500 steps, no terminal
-    np.testing.assert_array_equal(np.flatnonzero(ds.terminals), ends[[2, 3]])
-    assert summary["timeouts"] == 1 and summary["terminated"] == 2
+    np.testing.assert_array_equal(np.flatnonzero(ds.timeouts), ends[[0, 2, 4]])  # every 500-step one
+    np.testing.assert_array_equal(np.flatnonzero(ds.terminals), ends[[3, 4]])
+    assert summary["timeouts"] == 3 and summary["terminated"] == 2
     assert ds.meta["entropy"] == "low" and ds.meta["max_episode_steps"] == 500  # D4MORL alias mapped
+
+
+def test_a_full_length_halfcheetah_trajectory_flagged_by_the_time_limit_is_a_timeout(tmp_path):
+    """Every full-length trajectory of an original HalfCheetah file carries the terminal flag (the
+    TimeLimit's done); HalfCheetah upright at the end never terminates, so each is a timeout."""
+    from morl.envs import rest_observation
+
+    trajs = make_trajectories(TWO_OBJ, lengths=(500, 500), terminal_at_end=[True, True])
+    for traj in trajs:
+        traj["next_observations"][-1] = rest_observation(get_spec(TWO_OBJ))
+    summary = import_d4morl(write_pickle(tmp_path / "c.pkl", trajs), TWO_OBJ, "expert", "uniform",
+                            tmp_path / "c.parquet", progress=False)  # fmt: skip
+    ds = load_dataset(tmp_path / "c.parquet")
+    assert ds.timeouts.sum() == 2 and not ds.terminals.any()
+    assert summary["timeouts"] == 2 and summary["terminated"] == 0
 
 
 def test_out_of_bound_actions_are_clipped_and_counted(tmp_path):

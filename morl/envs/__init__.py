@@ -33,6 +33,7 @@ from morl.envs.physics import (
     rest_observation,
     sample_initial_state,
     simulate,
+    terminated_observations,
 )
 from morl.envs.rewards import ALIVE_BONUS
 from morl.envs.tasks import (
@@ -85,6 +86,7 @@ __all__ = [
     "physics_version",
     "reset_physics",
     "rest_observation",
+    "terminated_observations",
     "sample_initial_state",
     "simulate",
 ]

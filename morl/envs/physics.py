@@ -227,6 +227,18 @@ def compute_observations(spec: EnvSpec, qpos: np.ndarray, qvel: np.ndarray) -> n
 START_TOLERANCE = 0.05
 
 
+def terminated_observations(spec: EnvSpec, observations: np.ndarray) -> np.ndarray:
+    """(B,) bool: which observed states end the episode by the task's termination rule. An
+    observation holds ``qpos`` without its first one or two root coordinates (x; x and y), which no
+    rule reads, and ``qvel`` (clipped to +-10 where the observation clips it; only Ant's rule, any
+    non-finite entry, reads it)."""
+    model = load_model(spec)
+    obs = np.asarray(observations, np.float64).reshape(-1, spec.obs_dim)
+    skip = model.nq + model.nv - spec.obs_dim
+    qpos = np.concatenate([np.zeros((len(obs), skip)), obs[:, : model.nq - skip]], axis=1)
+    return compute_terminated(spec, qpos, obs[:, model.nq - skip :])
+
+
 @functools.cache
 def rest_observation(spec: EnvSpec) -> np.ndarray:
     """(obs_dim,) float32 observation of the task's initial state without reset noise
