@@ -288,5 +288,10 @@ def slice_inputs(folder):
     slices = sorted(p.parent for p in Path(folder).glob("*/SLICE.json"))
     if not slices:
         return expand(os.path.join(SLICES, "{env}"), env=config["envs"]) if folder == SLICES else []
-    patterns = ("*/*/seed*/eval.parquet", "*/*/seed*/eval-episodes*.parquet", "behavior/front.parquet", "data/*.card.md")
+    patterns = (
+        "*/*/seed*/eval.parquet",
+        "*/*/seed*/eval-episodes*.parquet",
+        "behavior/front.parquet",
+        "data/*.card.md",
+    )
     return [str(f) for s in slices for pattern in patterns for f in sorted(s.glob(pattern))]
