@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -98,8 +99,9 @@ def fixed_batch_step(learner, gen):
     return step
 
 
-def front_model_cases(steps: int):
-    """(full, floor, matmul floor) of the front model; ``full`` runs a whole ``steps``-step fit."""
+def front_model_cases():
+    """(full, floor, matmul floor) of the front model: ``full(n)`` is a whole ``n``-step fit's
+    seconds per step; the floors are steps, as :func:`timed` takes them."""
     import numpy as np
 
     from morl.front_model import BATCH_SIZE, LR, build_network, fit_front_model
@@ -109,8 +111,10 @@ def front_model_cases(steps: int):
     prefs = np.stack([np.cos(theta), np.sin(theta)], axis=1) ** 2  # on the simplex
     returns = 1000.0 * np.stack([np.cos(theta), np.sin(theta)], axis=1)  # a quarter circle: all on the front
 
-    def full(_):
-        fit_front_model(prefs, returns, steps=steps)
+    def full(n: int) -> float:
+        t0 = time.perf_counter()
+        fit_front_model(prefs, returns, steps=n)
+        return (time.perf_counter() - t0) / n
 
     def update(activation):
         net = build_network(2)
@@ -152,9 +156,11 @@ def main(argv=None) -> int:
         cases = []
         learner, s = learner_of("rvs-p", "configs/paper.yaml", data)
         gen = torch.Generator().manual_seed(0)
-        cases.append(("MORvS(P), PEDA's size", "plain MLP + fused AdamW", full_step(learner, gen),
+        # each case: name, floor, the full step's seconds per step over n steps, the floor's step
+        cases.append(("MORvS(P), PEDA's size", "plain MLP + fused AdamW", partial(timed, full_step(learner, gen)),
                       mlp_floor(learner, s["batch_size"])))  # fmt: skip
-        cases.append(("MORvS(P), PEDA's size", f"the same with PEDA's dropout ({s['dropout']})", full_step(learner, gen),
+        cases.append(("MORvS(P), PEDA's size", f"the same with PEDA's dropout ({s['dropout']})",
+                      partial(timed, full_step(learner, gen)),
                       mlp_floor(learner, s["batch_size"], s["dropout"])))  # fmt: skip
         for model, config, name in (
             ("dt-p", "configs/paper-cpu.yaml", "MODT(P)"),
@@ -163,11 +169,16 @@ def main(argv=None) -> int:
             learner, _ = learner_of(model, config, data)
             gen = torch.Generator().manual_seed(0)
             cases.append(
-                (name, "the update on one fixed batch", full_step(learner, gen), fixed_batch_step(learner, gen))
+                (
+                    name,
+                    "the update on one fixed batch",
+                    partial(timed, full_step(learner, gen)),
+                    fixed_batch_step(learner, gen),
+                )
             )
-        front_full, front_floor, front_matmul = front_model_cases(args.steps)
-        cases.append(("front model (MODULI)", "its update on one fixed batch", None, front_floor))
-        cases.append(("front model (MODULI)", "the same with ReLU for Mish", None, front_matmul))
+        front_full, front_floor, front_matmul = front_model_cases()
+        cases.append(("front model (MODULI)", "its update on one fixed batch", front_full, front_floor))
+        cases.append(("front model (MODULI)", "the same with ReLU for Mish", front_full, front_matmul))
         print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread; median of "
               f"{args.rounds} rounds of {args.steps} steps\n")  # fmt: skip
         print("| model | floor | full step (ms) | floor (ms) | full / floor |")
@@ -175,12 +186,7 @@ def main(argv=None) -> int:
         for name, floor_name, full, floor in cases:
             a, b = [], []
             for _ in range(args.rounds):
-                if full is None:  # the front model's fit: one call runs all the steps
-                    t0 = time.perf_counter()
-                    front_full(None)
-                    a.append((time.perf_counter() - t0) / args.steps)
-                else:
-                    a.append(timed(full, args.steps))
+                a.append(full(args.steps))
                 b.append(timed(floor, args.steps))
             fa, fb = statistics.median(a), statistics.median(b)
             print(f"| {name} | {floor_name} | {1e3 * fa:.2f} | {1e3 * fb:.2f} | {fa / fb:.2f} |", flush=True)

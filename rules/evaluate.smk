@@ -22,14 +22,8 @@ rule evaluate:
         "../workflow_scripts/evaluate.py"
 
 
-rule evaluate_episodes:
-    """Roll out one trained model again on the grid with another number of episodes per point
-    (the multiverse's episodes choice)."""
-    input:
-        checkpoint=CHECKPOINT,
-        dataset=dataset_for,
-        reference=reference_for,
-        coverage_source=coverage_source_for,
+# The multiverse's episodes choice: the same job with another number of episodes per point.
+use rule evaluate as evaluate_episodes with:
     output:
         evaluation=EPISODES_EVALUATION,
         summary=EPISODES_SUMMARY,
@@ -37,14 +31,9 @@ rule evaluate_episodes:
         os.path.join(LOGS, "evaluate/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.episodes{episodes}.log"),
     benchmark:
         os.path.join(BENCH, "evaluate/{env}/{quality}-{entropy}{coverage}/{model}/seed{seed}.episodes{episodes}.tsv")
-    conda:
-        "../envs/morl.yaml"
-    threads: 1
     params:
         settings=lambda wc: {**config["evaluate"], "episodes": int(wc.episodes)},
         definitions=lambda wc: training_definitions(config, wc.env, wc.model),
-    script:
-        "../workflow_scripts/evaluate.py"
 
 
 rule evaluate_along:
