@@ -87,7 +87,7 @@ CHOICES: dict[str, tuple] = {
     "definitions": ("peda", "self-consistent"),
     "episodes": (1, 3),
 }
-#: The choices whose other options need runs or evaluations of their own (a slices folder each).
+#: The choices whose other options need runs (definitions_slices) or evaluations (evaluate_episodes) of their own.
 NOT_POST_HOC = ("definitions", "episodes")
 #: The options crossed when a config has no ``multiverse`` section: every post-hoc one.
 DEFAULT_OPTIONS = {c: list(o) if c not in NOT_POST_HOC else [o[0]] for c, o in CHOICES.items()}
@@ -232,7 +232,12 @@ class Runs:
         if "self-consistent" in options["definitions"]:
             if not definitions_slices:
                 raise InputError("multiverse.definitions: self-consistent needs multiverse.definitions_slices")
-            other = self._same_datasets(definitions_slices, slices_dir)
+            other = slice_files(definitions_slices)
+            for path in other["data_cards"]:
+                card = read_card(path)
+                key = (card["env"], card["quality"], card["entropy"])
+                if key in data_hv and (card["data_hv"] != data_hv[key] or np.any(card_minimum(path) != nadir[key])):
+                    raise InputError(f"{path}: another dataset than the card of {'/'.join(key)} in {slices_dir}")
             for k in keys:  # the runs of the self-consistent definitions where there are some, else the same runs
                 self.measures[("self-consistent", 1, *k)] = self.measures[("peda", 1, *k)].copy()
             self._score_runs(other["evaluations"], ("self-consistent", 1), options, keys, behavior_sha)
@@ -263,19 +268,6 @@ class Runs:
                     scored = score(arrays["preference"][behavior], arrays["return"][behavior], nadir[row], options)
                     for k in keys:
                         self.b[("behavior", *k)][i] = scored[k][0]
-
-    def _same_datasets(self, folder, slices_dir) -> dict[str, list[str]]:
-        """The files of the slices in ``folder``, refused where a dataset card differs from the one
-        of the same dataset in the config's own slices."""
-        other = slice_files(folder)
-        for path in other["data_cards"]:
-            card = read_card(path)
-            key = (card["env"], card["quality"], card["entropy"])
-            if key in self.data_hv and (
-                card["data_hv"] != self.data_hv[key] or np.any(card_minimum(path) != self.nadir[key])
-            ):
-                raise InputError(f"{path}: another dataset than the card of {'/'.join(key)} in {slices_dir}")
-        return other
 
     def _score_runs(self, evaluations, universe, options, keys, behavior_sha=None) -> dict:
         """Score each evaluation of a run of the grid into ``measures``; check that PEDA's models
