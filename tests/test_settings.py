@@ -5,6 +5,7 @@ are found through their registry."""
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 import sys
 import types
@@ -17,7 +18,7 @@ import yaml
 
 import morl.behavior as behavior
 from morl import coverage, settings
-from morl.behavior import DEFAULT_METHOD, METHODS, Method, train_behavior
+from morl.behavior import DEFAULT_METHOD, METHODS, Method, TrainOptions, train_behavior
 from morl.config import ConfigError, validate_config
 from morl.config_schema import SCHEMA_PATH, committed_block, generated_defs, render
 from morl.errors import InputError
@@ -145,7 +146,7 @@ def test_every_familys_section_is_checked_key_by_key_by_the_schema(fam):
 def test_behavior_methods_are_dispatched_through_their_registry(monkeypatch, tmp_path):
     calls = []
     fake = types.ModuleType("fake_method")
-    fake.train = lambda env_id, values, output, **options: calls.append((env_id, values, output, options)) or {}
+    fake.train = lambda env_id, values, output, options: calls.append((env_id, values, output, options)) or {}
     settings_module = types.ModuleType("fake_method_settings")
 
     @dataclass(frozen=True)
@@ -158,8 +159,11 @@ def test_behavior_methods_are_dispatched_through_their_registry(monkeypatch, tmp
     line = Method("fake", "fake", "fake_method_settings", "fake_method", "train", "Policy", "a test method")
     monkeypatch.setattr(behavior, "METHODS", (*METHODS, line))
     train_behavior("Env-v0", {"method": "fake", "fake": {"n": 2}, "gamma": 0.9}, tmp_path / "p.pt", threads=3)
-    # the options given, passed on; the method's own defaults apply to the others
-    assert calls == [("Env-v0", {"n": 2}, tmp_path / "p.pt", {"threads": 3})]
+    # the options given, passed on in the one options record every method receives
+    assert calls == [("Env-v0", {"n": 2}, tmp_path / "p.pt", TrainOptions(threads=3))]
+    with pytest.raises(TypeError, match="hv_evry"):
+        train_behavior("Env-v0", {"method": "fake"}, tmp_path / "p.pt", hv_evry=3)
+    assert len(calls) == 1
     assert behavior.method("fake").resolve_settings({}) == {"n": 1}
     with pytest.raises(InputError, match="unknown behavior method 'ppo'; known: td3, pgmorl, fake"):
         train_behavior("Env-v0", {"method": "ppo"}, tmp_path / "p.pt")
@@ -171,6 +175,9 @@ def test_every_method_keeps_the_registry_contract():
         mod, trainer = m.settings(), m.load()
         assert mod.LABEL == m.label and set(mod.RULES) <= set(m.keys())
         assert callable(getattr(trainer, m.trainer)) and trainer.POLICY_KINDS
+        # every method is called the same way: train(env_id, settings, output, options)
+        params = list(inspect.signature(getattr(trainer, m.trainer)).parameters)
+        assert params == ["env_id", "settings", "output", "options"], m.name
         assert getattr(behavior, m.policy) is getattr(trainer, m.policy)
         assert all(settings.setting_docs(mod.Settings).values()), f"{m.name}: a setting says nothing"
     assert math.isclose(behavior.method("pgmorl").resolve_settings(

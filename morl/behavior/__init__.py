@@ -16,7 +16,8 @@ validation (:mod:`morl.config`), the command line (:mod:`morl.cli`) and :func:`t
 A method's settings module (no torch) defines ``Settings`` (a frozen dataclass made with
 :mod:`morl.settings`), ``RULES``, ``LABEL`` (the config key they sit under) and optionally
 ``check_settings``; its module (which imports torch) defines the training function the line
-names, with :func:`train_behavior`'s arguments, ``POLICY_KINDS`` (the ``kind`` of the files it
+names, called as ``train(env_id, settings, output, options)`` with a :class:`TrainOptions`
+(each method uses the options that apply to it), ``POLICY_KINDS`` (the ``kind`` of the files it
 writes) and the policy class the line names, a :class:`Behavior`. Adding a method is those two
 modules and one line below.
 
@@ -48,6 +49,7 @@ __all__ = [
     "BehaviorPolicy",
     "Method",
     "PopulationPolicy",
+    "TrainOptions",
     "load_behavior",
     "method",
     "method_names",
@@ -107,9 +109,24 @@ class Method:
         return settings_core.resolve(mod.Settings, values, mod.LABEL, mod.RULES, getattr(mod, "check_settings", None))
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """How a behavior run trains, whatever its method; each method uses those that apply to it.
+
+    ``threads``: torch threads (None: the method's default; PGMORL's is 1). ``progress``: show a
+    progress bar. ``hv_every`` (TD3): environment steps between HV estimates (None: its
+    ``checkpoint_every``; 0: none). ``device`` (TD3): ``"auto"`` (CUDA if present), ``"cpu"`` or
+    ``"cuda[:i]"``; PGMORL trains on the CPU."""
+
+    threads: int | None = None
+    progress: bool = True
+    hv_every: int | None = None
+    device: Any = "auto"
+
+
 #: The behavior methods; the first is the default of a config that names none.
 METHODS: tuple[Method, ...] = (
-    Method("td3", None, "morl.behavior.td3_settings", "morl.behavior.td3", "train_td3", "BehaviorPolicy",
+    Method("td3", None, "morl.behavior.td3_settings", "morl.behavior.td3", "train", "BehaviorPolicy",
            "one preference-conditioned TD3 actor (any task, MO-Gymnasium ids included)"),
     Method("pgmorl", "pgmorl", "morl.behavior.pgmorl_settings", "morl.behavior.pgmorl", "train", "PopulationPolicy",
            "a PGMORL population acting by PEDA's nearest-policy rule (the D4MORL tasks)", d4morl_only=True),
@@ -177,10 +194,10 @@ def train_behavior(env_id: str, cfg: dict[str, Any], output: str | os.PathLike, 
     """Train the behavior policy of ``env_id`` with the ``behavior`` config section ``cfg``, by its
     ``method`` (``td3``, the default, or ``pgmorl``); write ``output`` and return a summary.
 
-    ``options``, each method's train function's (the same for every method): ``threads``, torch
-    threads (PGMORL: default 1); ``progress``; ``hv_every`` and ``device``, TD3's
-    (:func:`morl.behavior.td3.train_td3`; PGMORL trains on the CPU).
+    ``options``: the fields of :class:`TrainOptions` (``threads``, ``progress``, ``hv_every``,
+    ``device``); an unknown one is a TypeError before any work starts.
     """
     m = method(cfg.get("method", DEFAULT_METHOD))
+    run_options = TrainOptions(**options)
     train = getattr(m.load(), m.trainer)
-    return train(env_id, m.values(cfg), output, **options)
+    return train(env_id, m.values(cfg), output, run_options)

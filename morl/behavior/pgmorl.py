@@ -62,7 +62,7 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -102,6 +102,9 @@ from morl.errors import InputError
 from morl.metrics import hypervolume
 from morl.progress import Progress, log
 from morl.torch_io import save_torch
+
+if TYPE_CHECKING:
+    from morl.behavior import TrainOptions
 
 #: The kinds of file :class:`PopulationPolicy` reads: a population, and a run in progress.
 POLICY_KINDS = (KIND, PARTIAL_KIND)
@@ -368,19 +371,11 @@ def train_pgmorl(
     return _write_population(env_id, s, settings, run, output, partial, t0)
 
 
-def train(
-    env_id: str,
-    settings: dict[str, Any],
-    output: str | os.PathLike,
-    threads: int | None = None,
-    progress: bool = True,
-    hv_every: int | None = None,
-    device: str | torch.device = "auto",
-) -> dict[str, Any]:
+def train(env_id: str, settings: dict[str, Any], output: str | os.PathLike, options: TrainOptions) -> dict[str, Any]:
     """The behavior registry's entry (:data:`morl.behavior.METHODS`): :func:`train_pgmorl` on one
-    torch thread unless ``threads`` says more. PGMORL trains on the CPU and shows no HV estimate,
-    so ``device`` and ``hv_every`` (TD3's) do not apply."""
-    return train_pgmorl(env_id, settings, output, threads=threads or 1, progress=progress)
+    torch thread unless ``options.threads`` says more. PGMORL trains on the CPU and shows no HV
+    estimate, so ``options.device`` and ``options.hv_every`` (TD3's) do not apply."""
+    return train_pgmorl(env_id, settings, output, threads=options.threads or 1, progress=options.progress)
 
 
 def _fresh_run(env_id: str, s: PGMORLSettings) -> RunState:

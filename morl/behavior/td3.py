@@ -34,10 +34,11 @@ runs with and without it, and resumed runs, train identically.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -55,6 +56,9 @@ from morl.progress import Progress, log
 from morl.rollout import BehaviorAgent, episode_seeds, rollout
 from morl.runtime import resolve_device, torch_threads
 from morl.torch_io import load_torch, save_torch
+
+if TYPE_CHECKING:
+    from morl.behavior import TrainOptions
 
 CHECKPOINT_KIND = "morl-behavior"
 #: The kinds of file :class:`BehaviorPolicy` reads: a final checkpoint and a run's partial one share it.
@@ -228,6 +232,12 @@ def estimate_hv(env_id: str, actor: Actor, seed: int, divisions: int | None = No
 
 def _dirichlet(rng: np.random.Generator, n: int, n_obj: int) -> np.ndarray:
     return rng.dirichlet(np.ones(n_obj), size=n).astype(np.float32)
+
+
+def train(env_id: str, settings: dict[str, Any], output: str | os.PathLike, options: TrainOptions) -> dict[str, Any]:
+    """The behavior registry's entry (:data:`morl.behavior.METHODS`): :func:`train_td3`, whose
+    keyword arguments are the options' fields."""
+    return train_td3(env_id, settings, output, **dataclasses.asdict(options))
 
 
 def train_td3(

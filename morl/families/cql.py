@@ -46,16 +46,7 @@ from morl.families.base import Dims, setting
 
 # the value families share their checkpoint format and their view of the data (the contract of
 # morl.families.base)
-from morl.families.value import (  # noqa: F401
-    CHECKPOINT_KEYS,
-    DEFINITIONS,
-    FORMAT_VERSION,
-    READS_VERSIONS,
-    Policy,
-    Scalar,
-    TwinCritic,
-    prepare,
-)
+from morl.families.value import CHECKPOINT_KEYS, DEFINITIONS, FORMAT_VERSION, READS_VERSIONS, prepare  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -84,14 +75,16 @@ def _conditioned(model_name: str) -> bool:
     return model_name.endswith("-p")
 
 
-def _policy(model_name: str, dims: Dims, settings: dict) -> Policy:
-    return Policy(
+def _policy(model_name: str, dims: Dims, settings: dict) -> value.Policy:
+    return value.Policy(
         dims, settings["hidden"], settings["depth"], conditioned=_conditioned(model_name), head="tanh-gaussian"
     )
 
 
 def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.Module]:
-    return {"critic": TwinCritic(dims, 1, settings["hidden"], settings["depth"], conditioned=_conditioned(model_name))}
+    return {
+        "critic": value.TwinCritic(dims, 1, settings["hidden"], settings["depth"], conditioned=_conditioned(model_name))
+    }
 
 
 class Learner(value.ValueLearner):
@@ -112,7 +105,7 @@ class Learner(value.ValueLearner):
         self.policy = self.add("actor", policy, device, settings["policy_lr"])
         self.critic = self.add("critic", critic, device, settings["q_lr"])
         self.critic_target = self.add("critic_target", value.target_of(self.critic), device)
-        self.log_alpha = self.add("log_alpha", Scalar(0.0), device, settings["policy_lr"])
+        self.log_alpha = self.add("log_alpha", value.Scalar(0.0), device, settings["policy_lr"])
         self.target_entropy = -float(dims.act_dim)
 
     def update(self, batch: dict[str, torch.Tensor], step: int) -> dict[str, torch.Tensor]:

@@ -41,57 +41,40 @@ from morl.families.base import Dims, setting
 
 # the value families share their checkpoint format and their view of the data (the contract of
 # morl.families.base)
-from morl.families.value import (  # noqa: F401
-    CHECKPOINT_KEYS,
-    DEFINITIONS,
-    FORMAT_VERSION,
-    READS_VERSIONS,
-    Policy,
-    StateValue,
-    TwinCritic,
-    prepare,
-)
+from morl.families.value import CHECKPOINT_KEYS, DEFINITIONS, FORMAT_VERSION, READS_VERSIONS, prepare  # noqa: F401
 
 
 @dataclass(frozen=True)
-class Settings(value.ValueSettings):
+class Settings(value.ActorCriticSettings):
     """IQL's settings; the defaults are the paper's (Kostrikov et al.) and its code's."""
 
     reward_scale: float = setting(
         1.0, "one factor on every objective's reward (the paper rescales per task; here one factor)"
     )
-    actor_lr: float = setting(3e-4, "actor learning rate, before the cosine decay (the paper)")
-    critic_lr: float = setting(3e-4, "critic learning rate (the paper)")
     value_lr: float = setting(3e-4, "value-function learning rate (the paper)")
     expectile: float = setting(0.7, "expectile of the value loss (the paper's MuJoCo setting)")
     temperature: float = setting(3.0, "inverse beta of the advantage weights (the paper's MuJoCo setting)")
     adv_clip: float = setting(100.0, "cap of the exponentiated advantages (the paper's code)")
     cosine_schedule: bool = setting(True, "the actor's cosine learning-rate decay (the paper's code)")
-    relabel: float = setting(
-        0.5, "share of each batch with fresh Dirichlet(1) preferences (this project's, as TD3+BC(P))"
-    )
 
 
 RULES = {
-    **value.COMMON_RULES,
-    "actor_lr": rules.positive(),
-    "critic_lr": rules.positive(),
+    **value.ACTOR_CRITIC_RULES,
     "value_lr": rules.positive(),
     "expectile": rules.between(0.0, 1.0, open_low=True, open_high=True),
     "temperature": rules.non_negative(),
     "adv_clip": rules.positive(),
-    "relabel": rules.between(0.0, 1.0),
 }
 
 
-def _policy(model_name: str, dims: Dims, settings: dict) -> Policy:
-    return Policy(dims, settings["hidden"], settings["depth"], conditioned=True, head="gaussian")
+def _policy(model_name: str, dims: Dims, settings: dict) -> value.Policy:
+    return value.Policy(dims, settings["hidden"], settings["depth"], conditioned=True, head="gaussian")
 
 
 def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.Module]:
     return {
-        "critic": TwinCritic(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True),
-        "value": StateValue(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True),
+        "critic": value.TwinCritic(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True),
+        "value": value.StateValue(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True),
     }
 
 

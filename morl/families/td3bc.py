@@ -37,50 +37,34 @@ from morl.families.base import Dims, setting
 
 # the value families share their checkpoint format and their view of the data (the contract of
 # morl.families.base)
-from morl.families.value import (  # noqa: F401
-    CHECKPOINT_KEYS,
-    DEFINITIONS,
-    FORMAT_VERSION,
-    READS_VERSIONS,
-    Policy,
-    TwinCritic,
-    prepare,
-)
+from morl.families.value import CHECKPOINT_KEYS, DEFINITIONS, FORMAT_VERSION, READS_VERSIONS, prepare  # noqa: F401
 
 
 @dataclass(frozen=True)
-class Settings(value.ValueSettings):
+class Settings(value.ActorCriticSettings):
     """TD3+BC's settings; the defaults are the paper's (Fujimoto and Gu)."""
 
-    actor_lr: float = setting(3e-4, "actor learning rate (the paper)")
-    critic_lr: float = setting(3e-4, "critic learning rate (the paper)")
     policy_noise: float = setting(0.2, "std of the target policy's smoothing noise (the paper)")
     noise_clip: float = setting(0.5, "clip of that noise (the paper)")
     policy_freq: int = setting(2, "critic updates per actor update (the paper)")
     alpha: float = setting(2.5, "weight of the Q term against behavior cloning (the paper)")
-    relabel: float = setting(
-        0.5, "share of each batch with fresh Dirichlet(1) preferences (this project's behavior policies')"
-    )
 
 
 RULES = {
-    **value.COMMON_RULES,
-    "actor_lr": rules.positive(),
-    "critic_lr": rules.positive(),
+    **value.ACTOR_CRITIC_RULES,
     "policy_noise": rules.non_negative(),
     "noise_clip": rules.non_negative(),
     "policy_freq": rules.at_least(1),
     "alpha": rules.non_negative(),
-    "relabel": rules.between(0.0, 1.0),
 }
 
 
-def _policy(model_name: str, dims: Dims, settings: dict) -> Policy:
-    return Policy(dims, settings["hidden"], settings["depth"], conditioned=True, head="deterministic")
+def _policy(model_name: str, dims: Dims, settings: dict) -> value.Policy:
+    return value.Policy(dims, settings["hidden"], settings["depth"], conditioned=True, head="deterministic")
 
 
 def _critics(model_name: str, dims: Dims, settings: dict) -> dict[str, torch.nn.Module]:
-    return {"critic": TwinCritic(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True)}
+    return {"critic": value.TwinCritic(dims, dims.n_obj, settings["hidden"], settings["depth"], conditioned=True)}
 
 
 class Learner(value.ValueLearner):

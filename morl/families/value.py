@@ -90,6 +90,27 @@ COMMON_RULES: dict[str, rules.Rule] = {
 }
 
 
+@dataclass(frozen=True)
+class ActorCriticSettings(ValueSettings):
+    """What the actor-critic families on relabelled preferences (TD3+BC, IQL) add to every
+    value-based family's settings."""
+
+    actor_lr: float = setting(3e-4, "actor learning rate (the TD3+BC and IQL papers; IQL decays it by a cosine)")
+    critic_lr: float = setting(3e-4, "critic learning rate (the TD3+BC and IQL papers)")
+    relabel: float = setting(
+        0.5, "share of each batch with fresh Dirichlet(1) preferences (this project's, as its TD3 behavior policies)"
+    )
+
+
+#: Checks of :class:`ActorCriticSettings`.
+ACTOR_CRITIC_RULES: dict[str, rules.Rule] = {
+    **COMMON_RULES,
+    "actor_lr": rules.positive(),
+    "critic_lr": rules.positive(),
+    "relabel": rules.between(0.0, 1.0),
+}
+
+
 # --------------------------------------------------------------------------- transitions
 @dataclass
 class Transitions(DeviceData):
