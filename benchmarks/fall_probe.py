@@ -27,6 +27,10 @@ three, a trained PEDA checkpoint (MORvS(P), MODT(P) or BC(P)):
                  returns-to-go, against the data's actions (unit action space), by time step, by
                  preference and near the ends of trajectories; for MODT also at the evaluation's
                  window with four kinds of return tokens (training's, known, evaluation's, zero).
+``front``        for finished evaluations (``eval.parquet`` of the workflow) of models trained on the
+                 dataset: which episodes carry the HV. HV / B of all the grid's episodes, of the
+                 full-length ones only, of those inside the data's preference box only and of those
+                 outside it; and where the front's points (non-dominated returns) come from.
 ``train``        train a checkpoint to probe (a short MORvS(P)/BC(P) run with PEDA's settings).
 
 Run from the repository root, e.g.::
@@ -38,6 +42,7 @@ Run from the repository root, e.g.::
     python benchmarks/fall_probe.py takeover --rollouts /tmp/fp/falls.npz --behavior behaviors/MO-Hopper-v3.pt
     python benchmarks/fall_probe.py handoff --dataset D.parquet --checkpoint /tmp/fp/rvs-p.pt --behavior B.pt
     python benchmarks/fall_probe.py fit --dataset D.parquet --checkpoint /tmp/fp/rvs-p.pt
+    python benchmarks/fall_probe.py front --dataset D.parquet --evaluations run/seed*/eval.parquet
 
 Every command is read-only on its inputs; ``train`` writes only ``--out`` (and its ``.partial``).
 """
@@ -727,6 +732,45 @@ def modt_token_check(ds, data, model, ckpt, idx) -> None:
 
 
 # --------------------------------------------------------------------------------------------- train
+def cmd_front(args) -> dict:
+    import polars as pl
+
+    from morl.metrics import hypervolume, pareto_front
+
+    ds = load_dataset(args.dataset)
+    b = hypervolume(ds.traj_returns)
+    lo, hi = ds.traj_preferences.min(0), ds.traj_preferences.max(0)
+    cap = int(ds.meta["max_episode_steps"])
+    rows = []
+    for path in args.evaluations:
+        ev = pl.read_parquet(path)
+        prefs = np.stack(ev["preference"].to_numpy())
+        ret = np.stack(ev["return"].to_numpy())
+        full = ev["length"].to_numpy() >= cap
+        inside = np.all((prefs >= lo - 1e-9) & (prefs <= hi + 1e-9), axis=1)
+        front = np.isin(np.arange(len(ret)), [np.flatnonzero((ret == f).all(1))[0] for f in pareto_front(ret)])
+
+        def hv_of(mask: np.ndarray, ret: np.ndarray = ret) -> float:
+            return round(hypervolume(ret[mask]) / b, 3) if mask.any() else 0.0
+
+        row = {
+            "evaluation": str(path),
+            "points": len(ret),
+            "full_length": int(full.sum()),
+            "inside_box": int(inside.sum()),
+            "hv_over_b": hv_of(np.ones(len(ret), bool)),
+            "hv_over_b_full_length_only": hv_of(full),
+            "hv_over_b_inside_only": hv_of(inside),
+            "hv_over_b_outside_only": hv_of(~inside),
+            "front_points": int(front.sum()),
+            "front_inside": int((front & inside).sum()),
+            "front_full_length": int((front & full).sum()),
+        }
+        rows.append(row)
+        print(" ".join(f"{k}={v}" for k, v in row.items()))
+    return {"dataset": str(args.dataset), "b": b, "box": [lo.tolist(), hi.tolist()], "rows": rows}
+
+
 def cmd_train(args) -> dict:
     from morl.families import train
     from morl.runtime import torch_threads
@@ -790,6 +834,9 @@ def main(argv=None) -> None:
     b.add_argument("--dataset", required=True)
     b.add_argument("--checkpoint", required=True)
     b.add_argument("--samples", type=int, default=50_000)
+    fr = sub.add_parser("front")
+    fr.add_argument("--dataset", required=True, help="the dataset the evaluated models were trained on")
+    fr.add_argument("--evaluations", required=True, nargs="+", help="eval.parquet files of the workflow")
     t = sub.add_parser("train")
     t.add_argument("--dataset", required=True)
     t.add_argument("--model", default="rvs-p")
@@ -818,6 +865,7 @@ def main(argv=None) -> None:
         "takeover": cmd_takeover,
         "handoff": cmd_handoff,
         "fit": cmd_fit,
+        "front": cmd_front,
         "train": cmd_train,
     }
     out = commands[args.cmd](args)
