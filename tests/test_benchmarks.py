@@ -414,6 +414,22 @@ def test_fall_probe(tmp_path, policy, dataset):
         "--n-data", "6", "--first", "0", "3")  # fmt: skip
     res = run(fp, "fit", "--dataset", str(dataset), "--checkpoint", str(ckpt["dt-p"]), "--samples", "500")
     assert "MODT at step c" in res.stdout, res.stdout[-2000:]
+    # front: a standing episode that dominates the data carries the whole HV; a falling one, dominated, none
+    import polars as pl
+
+    from morl.data import load_dataset
+    from morl.metrics import hypervolume
+
+    ds = load_dataset(dataset)
+    top, cap = ds.traj_returns.max(0), int(ds.meta["max_episode_steps"])
+    inside = ds.traj_preferences[0].tolist()
+    pl.DataFrame({"point": [0, 1], "preference": [inside, inside], "return": [(2 * top).tolist(), (top / 4).tolist()],
+                  "length": [float(cap), 3.0]}).write_parquet(tmp_path / "eval.parquet")  # fmt: skip
+    res = run(fp, "front", "--dataset", str(dataset), "--evaluations", str(tmp_path / "eval.parquet"))
+    row = json.loads(res.stdout.strip().splitlines()[-1])["rows"][0]
+    assert (row["front_points"], row["front_full_length"], row["front_inside"], row["full_length"]) == (1, 1, 1, 1)
+    assert row["hv_over_b"] == row["hv_over_b_full_length_only"] == row["hv_over_b_inside_only"]
+    assert row["hv_over_b"] == round(hypervolume(2 * top[None]) / hypervolume(ds.traj_returns), 3)
 
 
 def _pgmorl_final_folder(folder: Path, obs_dim: int, act_dim: int, objs: list[list[float]]) -> None:
