@@ -117,13 +117,10 @@ class ActionHead(ActionBox):
 
 
 @dataclass(frozen=True)
-class NetworkEnv:
-    """The env a network with PEDA's call signature is built for: its sizes, its action box
-    ``[act_low, act_high]`` and its episode cap ``T`` (``max_episode_steps``)."""
+class NetworkEnv(Dims):
+    """The env a network with PEDA's call signature is built for: its sizes (:class:`Dims`), its
+    action box ``[act_low, act_high]`` and its episode cap ``T`` (``max_episode_steps``)."""
 
-    obs_dim: int
-    act_dim: int
-    n_obj: int
     act_low: Sequence[float]
     act_high: Sequence[float]
     max_episode_steps: int
