@@ -27,10 +27,11 @@ three, a trained PEDA checkpoint (MORvS(P), MODT(P) or BC(P)):
                  returns-to-go, against the data's actions (unit action space), by time step, by
                  preference and near the ends of trajectories; for MODT also at the evaluation's
                  window with four kinds of return tokens (training's, known, evaluation's, zero).
-``front``        for finished evaluations (``eval.parquet`` of the workflow) of models trained on the
-                 dataset: which episodes carry the HV. HV / B of all the grid's episodes, of the
-                 full-length ones only, of those inside the data's preference box only and of those
-                 outside it; and where the front's points (non-dominated returns) come from.
+``front``        for finished evaluations (``eval.parquet`` of the workflow): which episodes carry the
+                 HV. The front's points (non-dominated returns) that ran to the cap, and the share
+                 of the HV the full-length episodes carry alone; with the models' ``--dataset``,
+                 also HV / B of all episodes, of the full-length ones, of those inside the data's
+                 preference box and of those outside it.
 ``train``        train a checkpoint to probe (a short MORvS(P)/BC(P) run with PEDA's settings).
 
 Run from the repository root, e.g.::
@@ -737,38 +738,43 @@ def cmd_front(args) -> dict:
 
     from morl.metrics import hypervolume, pareto_front
 
-    ds = load_dataset(args.dataset)
-    b = hypervolume(ds.traj_returns)
-    lo, hi = ds.traj_preferences.min(0), ds.traj_preferences.max(0)
-    cap = int(ds.meta["max_episode_steps"])
+    ds = load_dataset(args.dataset) if args.dataset else None
+    b = hypervolume(ds.traj_returns) if ds is not None else None
+    cap = int(ds.meta["max_episode_steps"]) if ds is not None else args.max_steps
     rows = []
     for path in args.evaluations:
         ev = pl.read_parquet(path)
         prefs = np.stack(ev["preference"].to_numpy())
         ret = np.stack(ev["return"].to_numpy())
         full = ev["length"].to_numpy() >= cap
-        inside = np.all((prefs >= lo - 1e-9) & (prefs <= hi + 1e-9), axis=1)
         front = np.isin(np.arange(len(ret)), [np.flatnonzero((ret == f).all(1))[0] for f in pareto_front(ret)])
-
-        def hv_of(mask: np.ndarray, ret: np.ndarray = ret) -> float:
-            return round(hypervolume(ret[mask]) / b, 3) if mask.any() else 0.0
-
+        hv_all = hypervolume(ret)
         row = {
             "evaluation": str(path),
             "points": len(ret),
             "full_length": int(full.sum()),
-            "inside_box": int(inside.sum()),
-            "hv_over_b": hv_of(np.ones(len(ret), bool)),
-            "hv_over_b_full_length_only": hv_of(full),
-            "hv_over_b_inside_only": hv_of(inside),
-            "hv_over_b_outside_only": hv_of(~inside),
             "front_points": int(front.sum()),
-            "front_inside": int((front & inside).sum()),
             "front_full_length": int((front & full).sum()),
+            "hv_full_length_only_over_hv": round(hypervolume(ret[full]) / hv_all, 4) if full.any() else 0.0,
         }
+        if ds is not None:
+            lo, hi = ds.traj_preferences.min(0), ds.traj_preferences.max(0)
+            inside = np.all((prefs >= lo - 1e-9) & (prefs <= hi + 1e-9), axis=1)
+
+            def hv_of(mask: np.ndarray, ret: np.ndarray = ret) -> float:
+                return round(hypervolume(ret[mask]) / b, 3) if mask.any() else 0.0
+
+            row |= {
+                "inside_box": int(inside.sum()),
+                "front_inside": int((front & inside).sum()),
+                "hv_over_b": hv_of(np.ones(len(ret), bool)),
+                "hv_over_b_full_length_only": hv_of(full),
+                "hv_over_b_inside_only": hv_of(inside),
+                "hv_over_b_outside_only": hv_of(~inside),
+            }
         rows.append(row)
         print(" ".join(f"{k}={v}" for k, v in row.items()))
-    return {"dataset": str(args.dataset), "b": b, "box": [lo.tolist(), hi.tolist()], "rows": rows}
+    return {"dataset": args.dataset, "b": b, "rows": rows}
 
 
 def cmd_train(args) -> dict:
@@ -835,7 +841,13 @@ def main(argv=None) -> None:
     b.add_argument("--checkpoint", required=True)
     b.add_argument("--samples", type=int, default=50_000)
     fr = sub.add_parser("front")
-    fr.add_argument("--dataset", required=True, help="the dataset the evaluated models were trained on")
+    fr.add_argument(
+        "--dataset",
+        default=None,
+        help="the dataset the evaluated models were trained on: its B, preference box and episode cap "
+        "(without it: the share of the HV the full-length episodes carry only)",
+    )
+    fr.add_argument("--max-steps", type=int, default=500, help="the episode cap, without --dataset")
     fr.add_argument("--evaluations", required=True, nargs="+", help="eval.parquet files of the workflow")
     t = sub.add_parser("train")
     t.add_argument("--dataset", required=True)

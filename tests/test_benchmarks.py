@@ -430,6 +430,10 @@ def test_fall_probe(tmp_path, policy, dataset):
     assert (row["front_points"], row["front_full_length"], row["front_inside"], row["full_length"]) == (1, 1, 1, 1)
     assert row["hv_over_b"] == row["hv_over_b_full_length_only"] == row["hv_over_b_inside_only"]
     assert row["hv_over_b"] == round(hypervolume(2 * top[None]) / hypervolume(ds.traj_returns), 3)
+    assert row["hv_full_length_only_over_hv"] == 1.0
+    res = run(fp, "front", "--evaluations", str(tmp_path / "eval.parquet"), "--max-steps", str(cap + 1))
+    row = json.loads(res.stdout.strip().splitlines()[-1])["rows"][0]  # no episode reaches a cap of cap + 1
+    assert (row["front_points"], row["front_full_length"], row["hv_full_length_only_over_hv"]) == (1, 0, 0.0)
 
 
 def _pgmorl_final_folder(folder: Path, obs_dim: int, act_dim: int, objs: list[list[float]]) -> None:
