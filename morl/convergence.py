@@ -8,6 +8,10 @@ step is the run's budget) and writes
 * ``convergence.csv``: one row per run and step: env, quality, entropy, model, seed, step, hv,
   hv_over_b (B: the HV of the dataset's own front, from its card) and full_length (the share of
   the grid's episodes that ran to the task's step limit, the share that did not fall);
+* ``convergence.md``: the same as a table to read, one line per dataset row and model: HV / B
+  (HV for a row without B) at every step, the mean over the seeds evaluated there; the final
+  checkpoints' mean [min, max] and their share of full-length episodes; and the paper's HV / B of
+  the model where it publishes one (:func:`morl.paper.published_fraction`);
 * ``plots/convergence/<env>_<quality>-<entropy>.{png,pdf}``: per dataset row, HV / B against the
   training step on a logarithmic axis, one line per model (the mean over seeds, each seed faint).
 
@@ -31,6 +35,7 @@ from morl.data import atomic_write
 from morl.envs import get_spec
 from morl.errors import InputError
 from morl.evaluate import read_evaluation, summarize
+from morl.paper import published_fraction
 from morl.plots import save_figure
 from morl.tables import display_name, model_order, sort_datasets
 
@@ -113,6 +118,39 @@ def convergence_rows(evaluations: Sequence[str | os.PathLike], data_cards: Seque
     )
 
 
+def convergence_table(frame: pl.DataFrame) -> str:
+    """``convergence.md``: the rows of :func:`convergence_rows` as one markdown line per dataset row
+    and model (see the module's docstring)."""
+    steps = sorted(frame["step"].unique().to_list())
+    head = ["row", "model", "seeds", *(f"{s:,}" for s in steps), "final (step)", "final full length", "paper"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    keys = ["env", "quality", "entropy", "model"]
+    for (env, quality, entropy, model), runs in frame.group_by(keys, maintain_order=True):
+        has_b = runs["hv_over_b"].null_count() == 0
+        column = "hv_over_b" if has_b else "hv"
+
+        def fmt(x: float, has_b: bool = has_b) -> str:
+            return f"{x:.2f}" if has_b else f"{x:.3g}"
+
+        by_step = runs.group_by("step").agg(pl.col(column).mean(), pl.len().alias("n"))
+        cells = dict(zip(by_step["step"].to_list(), by_step[column].to_list()))
+        final = runs.sort("step").group_by("seed", maintain_order=True).last()
+        final_steps = sorted(set(final["step"].to_list()))
+        paper = published_fraction(env, quality, entropy, model) if has_b else None
+        line = [
+            f"{env} {quality}-{entropy}",
+            display_name(model),
+            str(final.height),
+            *(fmt(cells[s]) if s in cells else "" for s in steps),
+            f"**{fmt(final[column].mean())}** [{fmt(final[column].min())}, {fmt(final[column].max())}] "
+            f"({', '.join(f'{s:,}' for s in final_steps)})",
+            f"{final['full_length'].mean():.2f}",
+            "" if paper is None else f"{paper:.2f}",
+        ]
+        lines.append("| " + " | ".join(line) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot_convergence(frame: pl.DataFrame, plot_dir: str | os.PathLike) -> dict[str, Path]:
     """One figure per dataset row: HV / B (or HV, for a row without B) against the step."""
     import matplotlib
@@ -152,13 +190,15 @@ def write_convergence(
     out_dir: str | os.PathLike,
     plots: bool = True,
 ) -> dict[str, Path]:
-    """``convergence.csv`` and, with ``plots``, its figures into ``out_dir``; returns their paths."""
+    """``convergence.csv``, ``convergence.md`` and, with ``plots``, the figures into ``out_dir``;
+    returns their paths."""
     frame = convergence_rows(evaluations, data_cards)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "convergence.csv"
+    path, table = out_dir / "convergence.csv", out_dir / "convergence.md"
     atomic_write(path, lambda tmp: frame.write_csv(tmp))
-    out = {"convergence": path}
+    atomic_write(table, lambda tmp: Path(tmp).write_text(convergence_table(frame), encoding="utf-8"))
+    out = {"convergence": path, "convergence_table": table}
     if plots:
         out.update(plot_convergence(frame, out_dir / "plots" / "convergence"))
     return out

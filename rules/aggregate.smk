@@ -61,12 +61,13 @@ rule partial_tables:
 
 
 rule convergence:
-    """HV along training (evaluate.at_steps): convergence.csv and one plot per dataset row."""
+    """HV along training (evaluate.at_steps): convergence.csv, its readable convergence.md and one plot per dataset row."""
     input:
         evaluations=all_along_evaluations(),
         data_cards=all_data_cards(),
     output:
         table=os.path.join(TABLES, "convergence.csv"),
+        summary=os.path.join(TABLES, "convergence.md"),
         plots=expand(
             os.path.join(TABLES, "plots", "convergence", "{row}.{ext}"),
             row=[f"{e}_{q}-{h}" for e, q, h in datasets()],

@@ -8,7 +8,7 @@ import pytest
 from test_aggregate import fake_card, fake_eval
 
 from morl.cli import main
-from morl.convergence import convergence_rows, write_convergence
+from morl.convergence import convergence_rows, convergence_table, write_convergence
 from morl.errors import InputError
 
 SETTINGS = {"steps": 100, "lr": 1e-4}
@@ -42,6 +42,27 @@ def test_rows_give_hv_over_b_and_the_share_of_full_length_episodes(tmp_path):
     assert frame["hv"].to_list() == pytest.approx([3e6 / 16, 3e6 / 4, 3e6])
     assert frame["hv_over_b"].to_list() == pytest.approx([3 / 64, 3 / 16, 3 / 4])
     assert frame["full_length"].to_list() == [1.0, 0.5, 1.0]
+
+
+def test_the_readable_table_gives_each_step_the_final_runs_and_the_paper(tmp_path):
+    card = fake_card(tmp_path / "card.md", "expert", "high", 4e6)
+    files = [
+        along(tmp_path, "rvs-p", 0, 10, 0.5),
+        along(tmp_path, "rvs-p", 0, 100, 1.0),
+        along(tmp_path, "rvs-p", 1, 10, 0.5),
+        along(tmp_path, "rvs-p", 1, 100, 1.0, lengths=[500, 120]),
+        along(tmp_path, "dt-p", 0, 10, 0.25),
+    ]
+    lines = convergence_table(convergence_rows(files, [card])).splitlines()
+    assert lines[0] == "| row | model | seeds | 10 | 100 | final (step) | final full length | paper |"
+    # HV / B: 3e6 s^2 / 4e6 at scale s; the paper's HV / B on HalfCheetah expert: 5.73 / 5.79 and 5.78 / 5.79
+    assert lines[2:] == [
+        "| MO-HalfCheetah-v2 expert-high | MODT(P) | 1 | 0.05 |  | **0.05** [0.05, 0.05] (10) | 1.00 | 0.99 |",
+        "| MO-HalfCheetah-v2 expert-high | MORvS(P) | 2 | 0.19 | 0.75 | **0.75** [0.75, 0.75] (100) | 0.75 | 1.00 |",
+    ]
+    # without the dataset's card: the HV itself, and no paper figure to compare with
+    (line,) = convergence_table(convergence_rows(files[-1:], [])).splitlines()[2:]
+    assert line == "| MO-HalfCheetah-v2 expert-high | MODT(P) | 1 | 1.88e+05 | **1.88e+05** [1.88e+05, 1.88e+05] (10) | 1.00 |  |"
 
 
 def test_a_row_without_its_card_has_no_hv_over_b(tmp_path):
@@ -79,16 +100,17 @@ def test_the_command_writes_the_table_and_a_plot_per_row(tmp_path, capsys):
     assert table.columns == ["env", "quality", "entropy", "model", "seed", "step", "hv", "hv_over_b", "full_length"]
     assert table.height == 6
     assert (out / "plots/convergence/MO-HalfCheetah-v2_expert-high.png").stat().st_size > 1000
+    assert "| MO-HalfCheetah-v2 expert-high | MORvS(P) | 2 |" in (out / "convergence.md").read_text()
     assert "rvs-p" in capsys.readouterr().out
 
 
 def test_write_convergence_without_plots(tmp_path):
     out = write_convergence([along(tmp_path, "rvs-p", 0, 10, 1.0)], [], tmp_path / "t", plots=False)
-    assert list(out) == ["convergence"] and not (tmp_path / "t" / "plots").exists()
+    assert list(out) == ["convergence", "convergence_table"] and not (tmp_path / "t" / "plots").exists()
 
 
 def test_the_committed_progress_of_the_paper_grid_is_what_its_evaluations_give(tmp_path):
-    """docs/paper-cpu/progress: convergence.csv rebuilt from the committed evaluations and cards."""
+    """docs/paper-cpu/progress: convergence.csv and .md rebuilt from the committed evaluations and cards."""
     from pathlib import Path
 
     from tables_compare import differences
@@ -98,5 +120,5 @@ def test_the_committed_progress_of_the_paper_grid_is_what_its_evaluations_give(t
     cards = sorted(folder.glob("runs/*/data/*.card.md"))
     assert len(evaluations) == 108 and len(cards) == 4
     write_convergence(evaluations, cards, tmp_path, plots=False)
-    found = differences(folder, tmp_path, ["convergence.csv"])
+    found = differences(folder, tmp_path, ["convergence.csv", "convergence.md"])
     assert not found, "\n".join(found)
