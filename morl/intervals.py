@@ -86,7 +86,8 @@ def interval_long(
     metrics: pl.DataFrame, data_hv: Mapping[Dataset, float], datasets: Sequence[Dataset], models: Sequence[str]
 ) -> pl.DataFrame:
     """Per env, dataset and model: HV mean, std and 95% bootstrap interval over seeds (paper units),
-    HV / B, the means of EUM, IGD and cardinality (:mod:`morl.stats`, :mod:`morl.metrics`), MODULI's
+    HV / B, the means of EUM, IGD, cardinality and the full-length share (:mod:`morl.stats`,
+    :mod:`morl.metrics`), MODULI's
     ratio deviation (mean and std over seeds), and for a coverage variant the held-out HV with its
     interval, MODULI's RD (raw returns: mean and std over the seeds that have one; ``rd_unit`` is the
     unit the table shows it in) and the distance to the data front (mean)."""
@@ -124,6 +125,7 @@ def interval_long(
                     "eum": runs["eum"].mean(),
                     "igd": runs["igd"].mean(),
                     "cardinality": runs["cardinality"].mean(),
+                    "full_length": runs["full_length"].mean(),
                     **dict(zip(("ratio_dev_mean", "ratio_dev_std"), _mean_std(ratio), strict=True)),
                     "hv_held_out_mean": float(np.mean(held)) if len(held) else None,
                     "hv_held_out_ci_low": held_ci[0],
@@ -146,6 +148,7 @@ def interval_long(
         "eum": pl.Float64,
         "igd": pl.Float64,
         "cardinality": pl.Float64,
+        "full_length": pl.Float64,
         "ratio_dev_mean": pl.Float64,
         "ratio_dev_std": pl.Float64,
         "hv_held_out_mean": pl.Float64,
@@ -184,6 +187,7 @@ def interval_table(long: pl.DataFrame) -> Table:
         "EUM",
         "IGD",
         "cardinality",
+        "full length",
         "ratio dev.",
     ]
     if held:
@@ -203,6 +207,7 @@ def interval_table(long: pl.DataFrame) -> Table:
             Cell(f"{r['eum']:.4g}"),
             Cell(f"{r['igd']:.4g}"),
             Cell(f"{r['cardinality']:.1f}"),
+            Cell(f"{r['full_length']:.2f}"),
             Cell(_mean_pm_std(r["ratio_dev_mean"], r["ratio_dev_std"])),
         ]
         if held:
@@ -226,7 +231,8 @@ def interval_table(long: pl.DataFrame) -> Table:
         f"seeds ({REPS} resamples; with 3 seeds an interval is coarse, and a single seed has none).",
         "EUM: expected utility over 100 evenly spread weights (morl-baselines); IGD: inverted generational distance "
         "to the union front of the behavior policy's grid evaluation and every model evaluated on the dataset (raw "
-        "returns, lower is better); cardinality: distinct non-dominated points. Means over seeds.",
+        "returns, lower is better); cardinality: distinct non-dominated points; full length: the share of the grid's "
+        "episodes that ran to the task's step limit (the others ended by its termination rule). Means over seeds.",
         "Ratio dev.: MODULI's ratio deviation, the mean of ‖R / ΣR − w‖₂ over the grid points PEDA keeps (no negative "
         "objective, not dominated within the run's points); mean ± std over seeds, lower is better. metrics.csv "
         "also has ratio_dev_all, this project's variant over every point.",

@@ -3,7 +3,7 @@
 :func:`collect_metrics` reads the model evaluations and behavior fronts given (refused first where
 they would be counted twice or do not belong together, :mod:`morl.evaluation_checks`) and returns
 the frame every result table starts from (:data:`METRICS_SCHEMA`: HV, SP, the ratio deviations,
-utility, EUM, IGD, cardinality and, for a coverage variant, the measures at its held-out
+utility, EUM, IGD, cardinality, the share of full-length episodes and, for a coverage variant, the measures at its held-out
 preferences), and one of the behavior policy and the trivial zero- and random-action policies per
 env (:data:`BASELINES_SCHEMA`).
 
@@ -21,6 +21,7 @@ import polars as pl
 
 from morl.data import DataFileError, FileMismatchError, short_hash
 from morl.dataset_info import read_card
+from morl.envs import get_spec
 from morl.errors import InputError
 from morl.evaluate import read_evaluation, summarize
 from morl.evaluation_checks import check_evaluations, entropy_label, refuse_same_files
@@ -63,6 +64,7 @@ METRICS_SCHEMA = {
     "eum": pl.Float64,
     "igd": pl.Float64,
     "cardinality": pl.Int64,
+    "full_length": pl.Float64,
     "coverage": pl.String,
     "n_held_out": pl.Int64,
     "hv_held_out": pl.Float64,
@@ -160,9 +162,13 @@ def _run_key(meta: dict) -> tuple:
     return meta.get("env_id"), meta.get("quality"), meta.get("entropy"), meta.get("model"), meta.get("train_seed")
 
 
-def front_measures(returns) -> dict[str, float]:
-    """EUM and cardinality of one set of achieved returns."""
-    return {"eum": eum(returns), "cardinality": cardinality(returns)}
+def front_measures(env_id: str, returns, lengths) -> dict[str, float]:
+    """EUM and cardinality of one set of achieved returns, and the share of its episodes that ran to
+    the task's step limit (``full_length``: on a task with a termination rule, 1 less the share
+    that fell, which the HV, counting only non-dominated points, barely sees)."""
+    limit = get_spec(env_id).max_episode_steps
+    full = float(np.mean(np.asarray(lengths) >= limit))
+    return {"eum": eum(returns), "cardinality": cardinality(returns), "full_length": full}
 
 
 def collect_metrics(
@@ -173,7 +179,8 @@ def collect_metrics(
     """One row per evaluation: env, quality, entropy, model, seed, hv, sp, ratio_dev (MODULI's),
     ratio_dev_all (ours), utility, n_nondominated, n_points, eum, igd (of the run's non-dominated
     points, to the union front of the behavior policy's and every model's points evaluated on the
-    same dataset, from the files given), cardinality, and for a coverage variant of a dataset (its entropy labelled e.g.
+    same dataset, from the files given), cardinality, full_length (the share of episodes that ran to
+    the task's step limit), and for a coverage variant of a dataset (its entropy labelled e.g.
     ``high-shattered``) the held-out count, HV, MODULI's RD (from the front model among
     ``front_models`` fitted on the complete dataset the variant's evaluation records, with its step
     count) and the distance to the data front (:func:`held_out_measures`), the HV the same model and
@@ -236,7 +243,7 @@ def collect_metrics(
                 "model": meta["model"],
                 "seed": meta["train_seed"],
                 **s,
-                **front_measures(arr["return"]),
+                **front_measures(meta["env_id"], arr["return"], arr["length"]),
                 "igd": igd(pareto_front(arr["return"]), reference[cell]),
                 **held_out_measures(meta, arr, front_model),
                 "hv_held_out_complete": held_out_on_complete(arr, complete.get(_run_key(meta))),
@@ -254,7 +261,7 @@ def collect_metrics(
                     "env": meta["env_id"],
                     "policy": policy,
                     **s,
-                    **front_measures(arr["return"][sel]),
+                    **front_measures(meta["env_id"], arr["return"][sel], arr["length"][sel]),
                     "igd": None,
                     "file": str(path),
                 }

@@ -245,6 +245,20 @@ def test_latex_tables_are_balanced_booktabs_and_compile(synthetic, tmp_path):
     assert (tmp_path / "doc.pdf").read_bytes()[:4] == b"%PDF"
 
 
+def test_the_share_of_episodes_that_ran_to_the_step_limit_is_measured(tmp_path):
+    """A fall the HV cannot see: the dominated episode that ended early still lowers full_length."""
+    from morl.evaluate import read_evaluation
+
+    path = fake_eval(tmp_path / "e.parquet", "expert", "high", "rvs-p", 0, [[1000.0, 2000.0], [500.0, 500.0]])
+    meta, arr = read_evaluation(path)
+    res = {"preferences": arr["preference"], "targets": arr["target_return"], "returns": arr["return"],
+           "lengths": np.array([500.0, 120.0]), "seeds": np.zeros((2, 1), int), "summary": {}}  # fmt: skip
+    write_evaluation(path, res, meta)  # the task caps episodes at 500 steps
+    metrics, _ = collect_metrics([path], [])
+    assert metrics["full_length"].to_list() == [0.5]
+    assert metrics["hv"].to_list() == [pytest.approx(2e6)]  # the fallen episode is dominated: no HV lost
+
+
 def test_latex_escape():
     assert latex_escape("a_b & 50% — ±") == "a\\_b \\& 50\\% --- $\\pm$"
 
@@ -269,7 +283,7 @@ def test_statistics_tables_match_hand_computation(synthetic):
     assert (row["ratio_dev_mean"], row["ratio_dev_std"]) == pytest.approx(
         ((math.sqrt(2) / 3 + math.sqrt(2) / 2) / 2, (math.sqrt(2) / 2 - math.sqrt(2) / 3) / 2)
     )
-    assert "| 1.5 | 0.59 ± 0.12 |" in out["intervals_md"].read_text()
+    assert "| 1.5 | 1.00 | 0.59 ± 0.12 |" in out["intervals_md"].read_text()  # every synthetic episode ran 500 steps
     # HV / B: MODT(P) 3/6 and 4/6, BC 1/6 and 1.5/6 on the one row both have with two seeds
     iqm = {r["model"]: r for r in pl.read_csv(out["iqm_csv"]).iter_rows(named=True)}
     assert iqm["dt-p"]["iqm"] == pytest.approx(3.5 / 6) and iqm["bc"]["iqm"] == pytest.approx(1.25 / 6)

@@ -62,7 +62,10 @@ def test_the_readable_table_gives_each_step_the_final_runs_and_the_paper(tmp_pat
     ]
     # without the dataset's card: the HV itself, and no paper figure to compare with
     (line,) = convergence_table(convergence_rows(files[-1:], [])).splitlines()[2:]
-    assert line == "| MO-HalfCheetah-v2 expert-high | MODT(P) | 1 | 1.88e+05 | **1.88e+05** [1.88e+05, 1.88e+05] (10) | 1.00 |  |"
+    assert (
+        line
+        == "| MO-HalfCheetah-v2 expert-high | MODT(P) | 1 | 1.88e+05 | **1.88e+05** [1.88e+05, 1.88e+05] (10) | 1.00 |  |"
+    )
 
 
 def test_a_row_without_its_card_has_no_hv_over_b(tmp_path):
