@@ -62,16 +62,18 @@ def test_no_slice_is_an_error_not_empty_tables(tmp_path):
         slice_files(tmp_path / "absent")
 
 
-@pytest.mark.skipif(
-    not (PAPER_CPU / "runs").is_dir(), reason="no slice of configs/paper-cpu-small.yaml is committed yet"
-)
-def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_path):
-    """docs/paper-cpu-small holds the tables and plots `morl merge-slices` makes from its runs/."""
+@pytest.mark.parametrize("name", ["paper-cpu-small", "paper-cpu"])
+def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_path, name):
+    """docs/paper-cpu-small (the grid at a 50th of PEDA's MLP budget) and docs/paper-cpu (at PEDA's
+    budgets, filled env by env) hold the tables and plots `morl merge-slices` makes from their runs/."""
+    folder = ROOT / "docs" / name
+    if not (folder / "runs").is_dir():
+        pytest.skip(f"no slice of configs/{name}.yaml is committed yet")
     out = tmp_path / "merged"
-    argv = ["merge-slices", "--config", str(ROOT / "configs/paper-cpu-small.yaml"), "--slices", str(PAPER_CPU / "runs")]
+    argv = ["merge-slices", "--config", str(ROOT / f"configs/{name}.yaml"), "--slices", str(folder / "runs")]
     assert main([*argv, "--out-dir", str(out)]) == 0
     made = sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())
-    assert made and all((PAPER_CPU / f).is_file() for f in made)
+    assert made and all((folder / f).is_file() for f in made)
     # the tables as tests/tables_compare.py compares them (byte for byte but the numbers that pass
     # through CPU-dependent float kernels); the figures (and the page that embeds them) depend on
     # the fonts and the renderer of the machine that draws them, so they are checked to be there
@@ -79,7 +81,7 @@ def test_the_committed_paper_cpu_tables_are_what_the_committed_slices_give(tmp_p
     # and the reading against the paper's findings that `morl paper-targets` makes from them
     comparison = ["paper-targets", "--comparison", str(out / "paper_comparison.csv")]
     assert main([*comparison, "--output", str(out / "targets.md")]) == 0
-    differ = differences(PAPER_CPU, out, [*tables, "targets.md"])
+    differ = differences(folder, out, [*tables, "targets.md"])
     assert tables and not differ, "\n".join(differ)
 
 
