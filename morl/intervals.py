@@ -75,8 +75,9 @@ def _finite(frame: pl.DataFrame, key: str) -> np.ndarray:
 def _mean_std(values: np.ndarray) -> tuple[float | None, float | None]:
     if not len(values):
         return None, None
-    mean, std = float(values.mean()), float(values.std())
-    if not (math.isfinite(mean) and math.isfinite(std)):  # finite values past the float range's square root
+    with np.errstate(over="ignore"):  # finite values past the float range's square root: rescaled below
+        mean, std = float(values.mean()), float(values.std())
+    if not (math.isfinite(mean) and math.isfinite(std)):
         scale = float(np.abs(values).max())
         mean, std = float((values / scale).mean()) * scale, float((values / scale).std()) * scale
     return mean, std
@@ -113,15 +114,16 @@ def interval_long(
             held_ci = cell_interval(held, CONFIDENCE, REPS, STATS_SEED) if len(held) else (None, None)
             ratio, rd, fd = (_finite(runs, k) for k in ("ratio_dev", "rd_held_out", "front_distance_held_out"))
             steps = sorted(set(runs["rd_front_model_steps"].drop_nulls().to_list())) if len(rd) else []
+            hv_mean, hv_std = _mean_std(hv)
             rows.append(
                 {
                     **cell_columns((env, quality, entropy), m, len(runs)),
-                    "hv_mean": float(hv.mean()),
-                    "hv_std": float(hv.std()),
+                    "hv_mean": hv_mean,
+                    "hv_std": hv_std,
                     "hv_ci_low": low,
                     "hv_ci_high": high,
                     "unit": unit,
-                    "hv_over_b": float(hv.mean() * unit / b_hv) if b_hv else None,
+                    "hv_over_b": hv_mean * unit / b_hv if b_hv else None,
                     "eum": runs["eum"].mean(),
                     "igd": runs["igd"].mean(),
                     "cardinality": runs["cardinality"].mean(),
