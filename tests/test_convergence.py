@@ -121,7 +121,7 @@ def test_the_committed_progress_of_the_paper_grid_is_what_its_evaluations_give(t
     folder = Path(__file__).resolve().parents[1] / "docs" / "paper-cpu" / "progress"
     evaluations = sorted(folder.glob("runs/**/eval.parquet"))
     cards = sorted(folder.glob("runs/*/data/*.card.md"))
-    assert len(evaluations) == 270 and len(cards) == 10
+    assert len(evaluations) == 324 and len(cards) == 12
     write_convergence(evaluations, cards, tmp_path, plots=False)
     found = differences(folder, tmp_path, ["convergence.csv", "convergence.md"])
     assert not found, "\n".join(found)
