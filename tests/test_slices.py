@@ -457,7 +457,8 @@ def test_what_a_slice_lacks_is_noted(tmp_path, config):
 
 @pytest.mark.parametrize(
     "runs, config",
-    [("docs/paper-cpu-small/runs", "configs/paper-cpu-small.yaml"), ("docs/unseen/runs", "configs/unseen.yaml"),
+    [("docs/paper-cpu-small/runs", "configs/paper-cpu-small.yaml"), ("docs/paper-cpu/runs", "configs/paper-cpu.yaml"),
+     ("docs/unseen/runs", "configs/unseen.yaml"),
      ("docs/unseen/budget-probe/runs", "configs/unseen-budget-probe.yaml"),
      ("docs/paper-cpu-definitions/runs", "configs/paper-cpu-definitions.yaml")],
 )  # fmt: skip
