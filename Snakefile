@@ -14,7 +14,9 @@ from morl.config import workflow_config
 # the --configfile given, else config.yaml; --config key=value overrides apply to either. There is
 # no `configfile:` directive, because Snakemake would merge its file under any --configfile, and a
 # config that lacks a key would silently run with config.yaml's value.
-_config, _config_path = workflow_config(config, workflow.overwrite_configfiles)
+_config, _config_path = workflow_config(
+    config, workflow.overwrite_configfiles, overrides=dict(workflow.config_settings.config)
+)
 config.clear()
 config.update(_config)
 if not workflow.overwrite_configfiles:

@@ -372,7 +372,30 @@ def _merged(base: Any, overrides: dict) -> Any:
     return out
 
 
-def workflow_config(config: dict[str, Any], configfiles, default: str | os.PathLike = DEFAULT_CONFIG):
+def _yaml_typed(value: Any) -> Any:
+    """A ``--config`` value as the same text means in a config file. Snakemake reads a value such
+    as ``[0, 1]`` with YAML's base loader, which keeps every scalar inside it a string (``['0',
+    '1']``); each such scalar is read again as YAML reads it in a file (``0`` an integer, ``1e-4``
+    a number, ``null`` nothing), and a scalar that YAML reads as text stays as it was."""
+    if isinstance(value, dict):
+        return {k: _yaml_typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_yaml_typed(v) for v in value]
+    if isinstance(value, str):
+        try:
+            typed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        return typed if typed is None or isinstance(typed, bool | int | float) else value
+    return value
+
+
+def workflow_config(
+    config: dict[str, Any],
+    configfiles,
+    default: str | os.PathLike = DEFAULT_CONFIG,
+    overrides: dict[str, Any] | None = None,
+):
     """The one config of a Snakemake run, validated whole: ``(config, path of its file)``.
 
     ``config``: what Snakemake has when the Snakefile starts: the ``--configfile`` given, with any
@@ -380,7 +403,11 @@ def workflow_config(config: dict[str, Any], configfiles, default: str | os.PathL
     ``configfiles``: the ``--configfile`` paths. More than one is refused; with none, ``default``
     (in the working folder) is read and validated alone, then with the overrides laid over it.
     Nothing else is merged in: a file that lacks a key is refused, never filled in from another.
+    ``overrides``: the ``--config`` entries as Snakemake parsed them; their values are read again
+    as a config file's YAML reads them (:func:`_yaml_typed`), so ``seeds=[0]`` means ``[0]``.
     """
+    if overrides:
+        config = _merged(config, {key: _yaml_typed(value) for key, value in overrides.items()})
     configfiles = [str(f) for f in configfiles]
     if len(configfiles) > 1:
         raise ConfigError(

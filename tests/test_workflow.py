@@ -145,6 +145,11 @@ def test_a_run_uses_exactly_one_config(tmp_path):
     res = snakemake("-n", "--configfile", str(ROOT / "configs/smoke.yaml"), "--config", "results_dir=other",
                     cwd=tmp_path, timeout=120)  # fmt: skip
     assert res.returncode == 0 and "other/MO-Hopper-v3/behavior/policy.pt" in res.stdout, res.stderr
+    # a list given on the command line means what the same text means in the file: seeds=[0] is
+    # seed 0 (Snakemake itself reads the 0 inside as text)
+    res = snakemake("-n", "--quiet", "rules", "--config", "seeds=[0]", "models=[bc, dt-p]", cwd=tmp_path, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert job_counts(res.stdout + res.stderr)["train"] == 4
     res = snakemake("-n", "--config", "seeds=3", cwd=tmp_path, timeout=120)
     assert res.returncode != 0 and re.search(r"config.yaml with --config overrides: invalid config:\n\s+seeds: 3 has "
                                              "the wrong type", res.stdout + res.stderr)  # fmt: skip
