@@ -257,6 +257,16 @@ def cmd_merge_slices(args) -> int:
     return 0
 
 
+def cmd_add_slice(args) -> int:
+    from morl.slices import add_slice, read_provenance
+
+    for piece in args.pieces:
+        folder = add_slice(piece, args.slices, replace=args.replace)
+        info = read_provenance(Path(folder) / "SLICE.json")
+        print(f"{folder}: {info['runs']} runs in {len(info['pieces'])} pieces")
+    return 0
+
+
 def cmd_paper_targets(args) -> int:
     from morl.targets import write_targets
 
@@ -570,6 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")
     sp.add_argument("--out-dir", required=True, type=_output_dir)
     sp.add_argument("--tables-only", action="store_true", help="write the tables, not the plots and the HTML page")
+
+    sp = add("add-slice", cmd_add_slice, "add slices exported from parts of an env's grid to the env's slice")
+    sp.add_argument("pieces", nargs="+", help="slice folders (<slices_dir>/<env>) of runs cut to some models or seeds")
+    sp.add_argument("--slices", required=True, help="the slices folder to add them to (the config's slices_dir)")
+    sp.add_argument("--replace", action="store_true", help="a piece's run replaces the slice's run of the same name")
 
     sp = with_config(add("multiverse", cmd_multiverse, "which paper findings hold under which analysis choices"))
     sp.add_argument("--slices", required=True, help="the slices folder (the config's slices_dir)")

@@ -91,12 +91,21 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def stage_seconds(bench_dir: Path, env: str) -> dict[str, float]:
-    """Wall time of each stage's jobs of ``env``, summed from the rules' benchmark files (seconds)."""
+#: The stages whose jobs belong to one run (``<quality>-<entropy>/<model>/seed<N>``), by benchmark file.
+RUN_STAGES = ("train", "evaluate")
+
+
+def stage_seconds(bench_dir: Path, env: str, runs: Sequence[str] | None = None) -> dict[str, float]:
+    """Wall time of each stage's jobs of ``env``, summed from the rules' benchmark files (seconds).
+    ``runs``: the runs (``<quality>-<entropy>/<model>/seed<N>``) whose training and evaluation jobs
+    count; the results folder may hold others, exported in another slice."""
     out = {}
     for stage in STAGES:
         files = sorted((bench_dir / stage).glob(f"{env}*")) if (bench_dir / stage).is_dir() else []
         files = [p for f in files for p in ([f] if f.is_file() else sorted(f.rglob("*.tsv")))]
+        if runs is not None and stage in RUN_STAGES:
+            wanted = set(runs)
+            files = [f for f in files if _benchmark_run(f.relative_to(bench_dir / stage / env)) in wanted]
         total = 0.0
         for path in files:
             with open(path) as f:
@@ -104,6 +113,19 @@ def stage_seconds(bench_dir: Path, env: str) -> dict[str, float]:
         if files:
             out[stage] = round(total, 1)
     return out
+
+
+def _benchmark_run(relative: Path) -> str:
+    """The run a training or evaluation job's benchmark file belongs to: ``<dataset>/<model>/seed<N>``
+    of ``<dataset>/<model>/seed<N>[.<what>].tsv`` (relative to the stage's env folder)."""
+    seed = re.match(r"seed\d+", relative.name)
+    return (relative.parent / seed.group(0)).as_posix() if seed else relative.as_posix()
+
+
+def slice_runs(folder: str | os.PathLike) -> list[str]:
+    """The runs a slice holds, as ``<quality>-<entropy>/<model>/seed<N>`` (its final evaluations' folders)."""
+    folder = Path(folder)
+    return [p.parent.relative_to(folder).as_posix() for p in run_evaluations(folder)]
 
 
 def export_slice(
@@ -141,10 +163,19 @@ def export_slice(
             f"the evaluations of {env} come from data of another behavior policy than its datasets' "
             f"({', '.join(sorted(map(str, evaluated)))}); rerun the env's runs on its current data"
         )
+    runs = [_relative(Path(e), results_dir, env).relative_to(env).parent.as_posix() for e in evaluations]
     tmp = out_dir.with_name(out_dir.name + ".partial")
-    # nothing but a slice this tool wrote (or the unfinished copy of one) is ever replaced
+    # nothing but a slice this tool wrote (or the unfinished copy of one) is ever replaced, and
+    # never one that holds runs this export lacks (another part of the grid, added to it)
     check_replaceable(out_dir, env)
     check_replaceable(tmp, env, partial=True)
+    others = sorted(set(slice_runs(out_dir)) - set(runs)) if out_dir.is_dir() else []
+    if others:
+        raise InputError(
+            f"{out_dir}: will not replace this slice of {env}: it holds runs this export lacks ({others[0]}"
+            f"{f' and {len(others) - 1} more' if len(others) > 1 else ''}); export into another slices_dir "
+            "and add it with `morl add-slice`, or move the folder away to replace it"
+        )
     if tmp.exists():
         shutil.rmtree(tmp)
     for path in files:
@@ -165,7 +196,7 @@ def export_slice(
         "config": None if config_file is None else _config_record(Path(config_file), code),
         "exported": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "system": platform.platform()},
-        "wall_seconds": {} if bench_dir is None else stage_seconds(Path(bench_dir), env),
+        "wall_seconds": {} if bench_dir is None else stage_seconds(Path(bench_dir), env, runs),
         "behavior": [{"method": m, "sha256": s} for m, s in sorted(behaviors, key=str)],
         "runs": len(evaluations),
     }
@@ -264,7 +295,26 @@ def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
     runs = info.get("runs")
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 0:
         raise InputError(f"{path}: not a slice's {PROVENANCE}: 'runs' is {runs!r}, not a count of runs")
+    parts = info.get("pieces", [])
+    if not isinstance(parts, list) or not all(
+        isinstance(p, dict) and isinstance(p.get("runs"), list) and all(isinstance(r, str) for r in p["runs"])
+        for p in parts
+    ):
+        raise InputError(f"{path}: not a slice's {PROVENANCE}: 'pieces' is not a list of pieces, each with its runs")
     return info
+
+
+#: What a piece of a slice records of where it came from (:func:`export_slice`'s provenance).
+PIECE_KEYS = ("commit", "morl_version", "config", "exported", "machine", "wall_seconds")
+
+
+def pieces(folder: str | os.PathLike, info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The parts a slice was assembled from by :func:`add_slice`, each with where it was made and
+    the runs it brought (``runs``: ``<quality>-<entropy>/<model>/seed<N>``). A slice exported in
+    one go is one piece: its own provenance and every run it holds."""
+    if "pieces" in info:
+        return [dict(p) for p in info["pieces"]]
+    return [{**{key: info.get(key) for key in PIECE_KEYS}, "runs": slice_runs(folder)}]
 
 
 def read_slices(slices_dir: str | os.PathLike) -> dict[Path, dict[str, Any]]:
@@ -348,6 +398,14 @@ def check_slice(
     if info["runs"] != len(evaluations):
         raise InputError(f"{description}: says the slice holds {info['runs']} runs, but it holds "
                          f"{len(evaluations)} evaluations")  # fmt: skip
+    if "pieces" in info:
+        held, listed = set(slice_runs(folder)), [r for p in info["pieces"] for r in p["runs"]]
+        twice = sorted({r for r in listed if listed.count(r) > 1})
+        unlisted, absent = sorted(held - set(listed)), sorted(set(listed) - held)
+        if twice or unlisted or absent:
+            problem = (f"lists run {twice[0]} in two pieces" if twice else f"lists run {absent[0]}, which it does not "
+                       "hold" if absent else f"holds run {unlisted[0]}, which no piece lists")  # fmt: skip
+            raise InputError(f"{description}: {problem}; the slice's description does not match its files")
     front = folder / "behavior" / "front.parquet"
     files = [*evaluations, *along_evaluations(folder), *([front] if front.is_file() else [])]
     for path in files:
@@ -452,12 +510,126 @@ def provenance_table(slices_dir: str | os.PathLike) -> str:
         "| env | runs | behavior policy | commit | exported | machine | wall time per stage |",
         "|---|---:|---|---|---|---|---|",
     ]
-    for info in read_slices(slices_dir).values():
+    for folder, info in read_slices(slices_dir).items():
         behavior = "; ".join(f"{b.get('method')} `{str(b.get('sha256'))[:12]}`" for b in info.get("behavior", []))
-        machine = info.get("machine", {})
-        stages = ", ".join(f"{k} {_duration(v)}" for k, v in info.get("wall_seconds", {}).items())
-        rows.append(
-            f"| {info.get('env')} | {info.get('runs')} | {behavior} | {str(info.get('commit'))[:7]} "
-            f"| {info.get('exported')} | {machine.get('cpu')}, {machine.get('cores')} cores | {stages} |"
-        )
+        for piece in pieces(folder, info):
+            machine = piece.get("machine") or {}
+            stages = ", ".join(f"{k} {_duration(v)}" for k, v in (piece.get("wall_seconds") or {}).items())
+            rows.append(
+                f"| {info.get('env')} | {len(piece['runs'])} | {behavior} | {str(piece.get('commit'))[:7]} "
+                f"| {piece.get('exported')} | {machine.get('cpu')}, {machine.get('cores')} cores | {stages} |"
+            )
     return "\n".join(rows) + "\n"
+
+
+def _card_text(path: Path) -> str:
+    """A dataset card without what depends on the machine rather than the data: the file's size
+    (the Parquet writer's version) and where the behavior front lay (the results folder)."""
+    text = re.sub(r"\bfile +[\d.,]+ [kMG]?B\b", "file", path.read_text())
+    return re.sub(r", [^,()]*front\.parquet\)", ")", text)
+
+
+def _front_returns(path: Path):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    return np.asarray(table.column("return").to_pylist(), dtype=float) if "return" in table.column_names else None
+
+
+def check_same_data(slice_folder: Path, piece: Path, slice_info: dict[str, Any], piece_info: dict[str, Any]) -> None:
+    """Refuse to add ``piece`` to a slice whose runs came from other data: another behavior policy,
+    a dataset card that differs, or another behavior front (beyond the last bits that float
+    kernels change between CPU kinds)."""
+    import numpy as np
+
+    ours, theirs = ({b["sha256"] for b in i["behavior"]} for i in (slice_info, piece_info))
+    if ours != theirs:
+        raise InputError(
+            f"{piece}: made from data of behavior policy sha256 {', '.join(sorted(theirs))}, but the slice "
+            f"{slice_folder} holds runs on data of {', '.join(sorted(ours))}; run the piece on the slice's data"
+        )
+    for card in sorted((piece / "data").glob("*.card.md")):
+        other = slice_folder / "data" / card.name
+        if other.is_file() and _card_text(card) != _card_text(other):
+            line = next(
+                (a for a, b in zip(_card_text(card).splitlines(), _card_text(other).splitlines()) if a != b), ""
+            )
+            raise InputError(
+                f"{card}: the piece's dataset differs from the slice's ({other}), first at "
+                f"{line.strip()!r}; its runs were trained on other data"
+            )
+    front, other = piece / "behavior" / "front.parquet", slice_folder / "behavior" / "front.parquet"
+    if front.is_file() and other.is_file():
+        a, b = _front_returns(front), _front_returns(other)
+        if a is None or b is None or a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-9):
+            raise InputError(f"{front}: the piece's behavior front differs from the slice's ({other})")
+
+
+def add_slice(piece: str | os.PathLike, slices_dir: str | os.PathLike, replace: bool = False) -> Path:
+    """Add the runs of ``piece``, a slice exported from part of an env's grid (some models, some
+    seeds), to that env's slice in ``slices_dir`` (made when there is none); return the slice's
+    folder. The slice's ``SLICE.json`` then lists each piece with where it was made and its runs.
+    A piece made from other data than the slice's is refused (:func:`check_same_data`), and so is
+    one that brings a run the slice holds already, unless ``replace``: then the piece's run
+    replaces it. The slice is written beside itself and swapped in only when complete."""
+    piece = Path(piece)
+    if not (piece / PROVENANCE).is_file():
+        raise InputError(f"{piece}: holds no {PROVENANCE}, so it is not a slice the slice rule exported")
+    info = read_provenance(piece / PROVENANCE)
+    env = info["env"]
+    check_slice(piece, info)
+    new_runs = slice_runs(piece)
+    if not new_runs:
+        raise InputError(f"{piece}: holds no runs to add")
+    target = Path(slices_dir) / env
+    if target.resolve() == piece.resolve():
+        raise InputError(f"{piece}: is the slice it would be added to")
+    tmp = target.with_name(env + ".partial")
+    check_replaceable(target, env)
+    check_replaceable(tmp, env, partial=True)
+    kept: list[dict[str, Any]] = []
+    existing = target.is_dir() and (target / PROVENANCE).is_file()
+    if existing:
+        old = read_provenance(target / PROVENANCE)
+        check_slice(target, old)
+        check_same_data(target, piece, old, info)
+        held = sorted(set(new_runs) & set(slice_runs(target)))
+        if held and not replace:
+            raise InputError(
+                f"{piece}: the slice {target} holds run {held[0]} already"
+                f"{f' (and {len(held) - 1} more of the piece)' if len(held) > 1 else ''}; "
+                "add with --replace to replace them with the piece's"
+            )
+        kept = [{**p, "runs": [r for r in p["runs"] if r not in new_runs]} for p in pieces(target, old)]
+        kept = [p for p in kept if p["runs"]]
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    if existing:
+        shutil.copytree(target, tmp)
+    else:
+        tmp.mkdir(parents=True)
+    for run in new_runs:
+        if (tmp / run).exists():
+            shutil.rmtree(tmp / run)
+        shutil.copytree(piece / run, tmp / run)
+    shared = [piece / "behavior" / "front.parquet", *sorted((piece / "data").glob("*"))]
+    for path in shared:
+        dest = tmp / path.relative_to(piece)
+        if path.is_file() and not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+    added = [{**p, "runs": [r for r in p["runs"] if r in new_runs]} for p in pieces(piece, info)]
+    combined = {
+        "env": env,
+        "config": (old if existing else info).get("config"),
+        "behavior": info["behavior"],
+        "runs": len(slice_runs(tmp)),
+        "pieces": [*kept, *[p for p in added if p["runs"]]],
+    }
+    (tmp / PROVENANCE).unlink(missing_ok=True)
+    atomic_write(tmp / PROVENANCE, lambda t: Path(t).write_text(json.dumps(combined, indent=2) + "\n"))
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return target

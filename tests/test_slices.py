@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -291,6 +292,7 @@ def test_an_unfinished_copy_that_holds_other_files_is_not_deleted(tmp_path):
 
 SNAKEFILE = """
 import os
+import re
 config.update({{"envs": ["{env}"], "qualities": ["expert"], "entropies": ["high"]}})
 R, SLICES, LOGS, BENCH = "results", "old_results", "results/logs", "results/benchmarks"
 BEHAVIOR_FRONT = os.path.join(R, "{{env}}/behavior/front.parquet")
@@ -469,3 +471,139 @@ def test_every_committed_slice_agrees_with_its_files_and_its_config(runs, config
     cfg = load_config(ROOT / config)
     for folder, info in read_slices(ROOT / runs).items():
         assert check_slice(folder, info, config=cfg) == []
+
+
+def card(trajectories: str = "2,000", size: str = "76.9 MB", front: str = "results/E/behavior") -> str:
+    return (f"{ENV}/data/amateur-low.parquet\n  env_id {ENV}, quality amateur, preference entropy label 'low'\n"
+            f"  trajectories     {trajectories}   steps 1,000,000   file {size}\n"
+            "  data HV          1000.0  (trajectory returns, reference point 0; 6 non-dominated of 2000)\n"
+            f"  behavior front   HV 1100.0  (4-point grid, {front}/front.parquet)\n")  # fmt: skip
+
+
+def a_piece(root: Path, config: dict, models, commit: str, card: str = card()) -> Path:
+    """A slice exported from the part of the grid that trains ``models``, by the code of ``commit``."""
+    folder = a_slice(root, config, models=models, commit=commit, exported="2026-12-07 10:00 UTC",
+                     machine={"cpu": "AMD EPYC", "cores": 2}, wall_seconds={"train": 60.0 * len(models)})  # fmt: skip
+    (folder / "data").mkdir(exist_ok=True)
+    (folder / "data" / "amateur-low.card.md").write_text(card)
+    return folder
+
+
+def test_pieces_of_an_envs_grid_add_up_to_one_slice_that_names_each_piece(tmp_path, config):
+    """A grid too long for one sitting is run a few models at a time; each part is exported on its
+    own and added to the env's slice, which then merges as one and says where each part ran."""
+    from morl.slices import add_slice, check_slice, read_provenance
+
+    first = a_piece(tmp_path / "a", config, ("bc",), "a" * 40)
+    # written by another Parquet writer into another results folder: the same data
+    second = a_piece(tmp_path / "b", config, ("dt-p",), "b" * 40, card=card(size="77.0 MB", front="/home/me/res"))
+    assert main(["add-slice", str(first), "--slices", str(tmp_path / "slices")]) == 0
+    folder = add_slice(second, tmp_path / "slices")
+    info = read_provenance(folder / PROVENANCE)
+    assert info["runs"] == 2
+    assert [(p["commit"], p["runs"]) for p in info["pieces"]] == [
+        ("a" * 40, ["amateur-low/bc/seed0"]), ("b" * 40, ["amateur-low/dt-p/seed0"])]  # fmt: skip
+    assert check_slice(folder, info, config=config) == []
+    slices_md = merge(tmp_path / "slices", tmp_path / "out", config)["slices"].read_text()
+    assert (
+        f"| {ENV} | 1 | td3 `{SHA[:12]}` | aaaaaaa | 2026-12-07 10:00 UTC | AMD EPYC, 2 cores | train 1 min |"
+        in slices_md
+    )
+    assert f"| {ENV} | 1 | td3 `{SHA[:12]}` | bbbbbbb |" in slices_md
+    # the tables are those of one slice that holds both runs
+    a_piece(tmp_path / "whole", config, ("bc", "dt-p"), "c" * 40)
+    whole = merge(tmp_path / "whole", tmp_path / "whole-out", config)
+    assert (tmp_path / "out" / "metrics.csv").read_text() == whole["metrics"].read_text()
+
+
+def test_a_piece_that_brings_a_run_the_slice_holds_is_refused_unless_it_replaces_it(tmp_path, config):
+    from morl.slices import add_slice, read_provenance
+
+    add_slice(a_piece(tmp_path / "a", config, ("bc", "dt-p"), "a" * 40), tmp_path / "slices")
+    again = a_piece(tmp_path / "b", config, ("dt-p",), "b" * 40)
+    with pytest.raises(InputError) as caught:
+        add_slice(again, tmp_path / "slices")
+    assert str(caught.value) == (f"{again}: the slice {tmp_path / 'slices' / ENV} holds run amateur-low/dt-p/seed0 "
+                                 "already; add with --replace to replace them with the piece's")  # fmt: skip
+    folder = add_slice(again, tmp_path / "slices", replace=True)
+    assert [(p["commit"], p["runs"]) for p in read_provenance(folder / PROVENANCE)["pieces"]] == [
+        ("a" * 40, ["amateur-low/bc/seed0"]), ("b" * 40, ["amateur-low/dt-p/seed0"])]  # fmt: skip
+    # a piece left with no runs is dropped
+    add_slice(a_piece(tmp_path / "c", config, ("dt-p",), "c" * 40), tmp_path / "slices", replace=True)
+    assert [p["commit"] for p in read_provenance(folder / PROVENANCE)["pieces"]] == ["a" * 40, "c" * 40]
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [("behavior", "made from data of behavior policy sha256 eeee"),
+     ("card", "the piece's dataset differs from the slice's ({slice}/data/amateur-low.card.md), first at "
+              "'trajectories     1,000   steps 1,000,000   file'; its runs were trained on other data")],
+)  # fmt: skip
+def test_a_piece_made_from_other_data_is_refused_and_the_slice_kept(tmp_path, config, change, problem):
+    from morl.slices import add_slice
+
+    folder = add_slice(a_piece(tmp_path / "a", config, ("bc",), "a" * 40), tmp_path / "slices")
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    piece = a_piece(tmp_path / "b", config, ("dt-p",), "b" * 40, card=card("1,000" if change == "card" else "2,000"))
+    if change == "behavior":  # the piece's description and files name another behavior policy
+        import pyarrow.parquet as pq
+
+        from morl.data import META_KEY
+
+        info = json.loads((piece / PROVENANCE).read_text())
+        (piece / PROVENANCE).write_text(json.dumps({**info, "behavior": [{"method": "td3", "sha256": "e" * 64}]}))
+        for path in piece.rglob("*.parquet"):
+            table = pq.read_table(path)
+            meta = json.loads(table.schema.metadata[META_KEY])
+            meta = {k: ("e" * 64 if v == SHA else v) for k, v in meta.items()}
+            pq.write_table(table.replace_schema_metadata({**table.schema.metadata, META_KEY: json.dumps(meta)}), path)
+    with pytest.raises(InputError, match=re.escape(problem.format(slice=folder))):
+        add_slice(piece, tmp_path / "slices")
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    assert not folder.with_name(ENV + ".partial").exists()
+
+
+def test_the_slice_rule_does_not_replace_a_slice_that_holds_runs_it_lacks(tmp_path, config):
+    from morl.slices import add_slice, export_slice
+
+    add_slice(a_piece(tmp_path / "a", config, ("cql",), "a" * 40), tmp_path / "old_results")
+    inputs = results_of_one_run(tmp_path / "results")
+    with pytest.raises(InputError) as caught:
+        export_slice(ENV, tmp_path / "results", tmp_path / "old_results" / ENV, **inputs)
+    assert str(caught.value) == (
+        f"{tmp_path / 'old_results' / ENV}: will not replace this slice of {ENV}: it holds runs this export lacks "
+        "(amateur-low/cql/seed0); export into another slices_dir and add it with `morl add-slice`, or move the "
+        "folder away to replace it")  # fmt: skip
+    assert (tmp_path / "old_results" / ENV / "amateur-low" / "cql" / "seed0" / "eval.parquet").is_file()
+
+
+def test_a_slice_counts_the_wall_time_of_its_own_runs_only(tmp_path):
+    """The results folder of a grid run in parts holds every part's benchmark files; each part's
+    slice sums the training and evaluation jobs of its own runs (and the env's shared stages)."""
+    from morl.slices import stage_seconds
+
+    bench = tmp_path / "benchmarks"
+    for rel, seconds in [("collect/E/expert-high.tsv", 10), ("train/E/expert-high/bc/seed0.tsv", 100),
+                         ("train/E/expert-high/bc/seed1.tsv", 200), ("evaluate/E/expert-high/bc/seed0.tsv", 5),
+                         ("evaluate/E/expert-high/bc/seed0.step2000.tsv", 3),
+                         ("evaluate/E/expert-high/bc/seed1.step2000.tsv", 4)]:  # fmt: skip
+        (bench / rel).parent.mkdir(parents=True, exist_ok=True)
+        (bench / rel).write_text(f"s\th:m:s\n{seconds}\t0:00:00\n")
+    assert stage_seconds(bench, "E", ["expert-high/bc/seed0"]) == {"collect": 10.0, "train": 100.0, "evaluate": 8.0}
+    assert stage_seconds(bench, "E") == {"collect": 10.0, "train": 300.0, "evaluate": 12.0}
+
+
+@pytest.mark.parametrize(
+    "pieces, problem",
+    [([["amateur-low/bc/seed0"]], "holds run amateur-low/dt-p/seed0, which no piece lists"),
+     ([["amateur-low/bc/seed0", "amateur-low/dt-p/seed0"], ["amateur-low/bc/seed0"]],
+      "lists run amateur-low/bc/seed0 in two pieces"),
+     ([["amateur-low/bc/seed0", "amateur-low/dt-p/seed0", "amateur-low/bc/seed1"]],
+      "lists run amateur-low/bc/seed1, which it does not hold")],
+)  # fmt: skip
+def test_a_slice_whose_pieces_do_not_account_for_its_runs_is_refused(tmp_path, config, pieces, problem):
+    folder = a_slice(tmp_path / "slices", config, pieces=[{"commit": "a" * 40, "runs": p} for p in pieces])
+    with pytest.raises(InputError) as caught:
+        merge(tmp_path / "slices", tmp_path / "out", config)
+    assert str(caught.value) == (f"{folder / PROVENANCE}: {problem}; the slice's description does not match its "
+                                 "files")  # fmt: skip
