@@ -304,8 +304,9 @@ def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
     return info
 
 
-#: What a piece of a slice records of where it came from (:func:`export_slice`'s provenance).
-PIECE_KEYS = ("commit", "morl_version", "config", "exported", "machine", "wall_seconds")
+#: What a piece of a slice records of where it came from (:func:`export_slice`'s provenance, and a
+#: note where the piece's files were gathered otherwise).
+PIECE_KEYS = ("commit", "morl_version", "config", "exported", "machine", "wall_seconds", "note")
 
 
 def pieces(folder: str | os.PathLike, info: dict[str, Any]) -> list[dict[str, Any]]:
@@ -314,7 +315,7 @@ def pieces(folder: str | os.PathLike, info: dict[str, Any]) -> list[dict[str, An
     one go is one piece: its own provenance and every run it holds."""
     if "pieces" in info:
         return [dict(p) for p in info["pieces"]]
-    return [{**{key: info.get(key) for key in PIECE_KEYS}, "runs": slice_runs(folder)}]
+    return [{**{key: info[key] for key in PIECE_KEYS if key in info}, "runs": slice_runs(folder)}]
 
 
 def read_slices(slices_dir: str | os.PathLike) -> dict[Path, dict[str, Any]]:
@@ -523,9 +524,11 @@ def provenance_table(slices_dir: str | os.PathLike) -> str:
 
 
 def _card_text(path: Path) -> str:
-    """A dataset card without what depends on the machine rather than the data: the file's size
-    (the Parquet writer's version) and where the behavior front lay (the results folder)."""
-    text = re.sub(r"\bfile +[\d.,]+ [kMG]?B\b", "file", path.read_text())
+    """A dataset card without what depends on the machine rather than the data: its first line
+    (where the dataset lay), the file's size (the Parquet writer's version) and where the behavior
+    front lay (the results folder)."""
+    text = path.read_text().split("\n", 1)[-1]
+    text = re.sub(r"\bfile +[\d.,]+ [kMG]?B\b", "file", text)
     return re.sub(r", [^,()]*front\.parquet\)", ")", text)
 
 

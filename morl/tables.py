@@ -360,7 +360,7 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         Cell("rank agreement τ", "rank agreement $\\tau$"),
     ]
     by_key = {(r["env"], r["quality"], r["entropy"], r["model"]): r for r in long.iter_rows(named=True)}
-    rows, any_missing, any_unpublished = [], False, False
+    rows, any_missing, any_unpublished, any_withheld = [], False, False, False
 
     def frac(x):
         return MISSING if x is None else fmt_number(x)[0]
@@ -376,7 +376,7 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
                 "---" if b is None else f"{fmt_number(b)[1]} ({unit_latex(unit)})",
             ),
         ]
-        ours_v, paper_v = [], []
+        ours_v, paper_v, unmatched = [], [], False
         for m in models:
             r = by_key[(env, quality, entropy, m)]
             any_missing |= r["our_fraction"] is None
@@ -385,7 +385,11 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
             if r["our_fraction"] is not None and r["paper_fraction"] is not None:
                 ours_v.append(r["our_fraction"])
                 paper_v.append(r["paper_fraction"])
-        tau = kendall_tau(ours_v, paper_v)
+            unmatched |= r["our_fraction"] is None and r["paper_fraction"] is not None
+        # an ordering of part of the paper's models (a row still being run) would read as agreement
+        # over the row: no tau until every model the paper reports has ours
+        tau = None if unmatched else kendall_tau(ours_v, paper_v)
+        any_withheld |= unmatched and len(ours_v) >= 2
         row.append(Cell(MISSING if tau is None else f"{tau:+.2f}"))
         rows.append(row)
     notes = [
@@ -404,5 +408,10 @@ def comparison_table(long: pl.DataFrame, datasets: Sequence[Dataset], models: Se
         notes.append(
             f"{MISSING} before the slash: not evaluated yet (no evaluation file), or no B to divide by (no card "
             "of the dataset given, or a data HV of 0)."
+        )
+    if any_withheld:
+        notes.append(
+            f"{MISSING} as rank agreement where the row has numbers of ours: a model the paper reports has none "
+            "yet, and the ordering of part of the row is not shown."
         )
     return Table("Paper comparison: HV as a fraction of B, ours / published", header, rows, notes)

@@ -171,6 +171,15 @@ def test_paper_comparison_fractions(synthetic):
     assert row["paper_hv"][0] == pytest.approx(5.73) and row["paper_b_hv"][0] == pytest.approx(5.79)
 
 
+def test_no_rank_agreement_over_part_of_a_row(synthetic):
+    """A row still being run (MORvS not evaluated yet) shows no tau: the ordering of the two
+    models it has would read as agreement over the row."""
+    md = run_aggregate(synthetic, seeds=[0, 1], plots=False, models=["dt-p", "rvs", "bc"])["paper_comparison_md"]
+    md = md.read_text()
+    assert "| MO-HalfCheetah-v2 | expert high-H | 6.00 (×1e6) | 0.58 / 0.99 | — / 0.72 | 0.21 / 0.26 | — |" in md
+    assert "— as rank agreement where the row has numbers of ours: a model the paper reports has none yet" in md
+
+
 def test_published_numbers_are_the_reference_table():
     assert len(PUBLISHED_HV) == 12 * 9  # 6 envs x 2 qualities; B, the six PEDA models, CQL(P) and CQL
     assert published_hv("MO-Walker2d-v2", "expert", "high", "cql-p") == 3.21

@@ -474,7 +474,7 @@ def test_every_committed_slice_agrees_with_its_files_and_its_config(runs, config
 
 
 def card(trajectories: str = "2,000", size: str = "76.9 MB", front: str = "results/E/behavior") -> str:
-    return (f"{ENV}/data/amateur-low.parquet\n  env_id {ENV}, quality amateur, preference entropy label 'low'\n"
+    return (f"{front}/../data/amateur-low.parquet\n  env_id {ENV}, quality amateur, preference entropy label 'low'\n"
             f"  trajectories     {trajectories}   steps 1,000,000   file {size}\n"
             "  data HV          1000.0  (trajectory returns, reference point 0; 6 non-dominated of 2000)\n"
             f"  behavior front   HV 1100.0  (4-point grid, {front}/front.parquet)\n")  # fmt: skip
