@@ -430,7 +430,9 @@ def check_slice(
                 )
     notes = []
     if not front.is_file():
-        notes.append(f"{folder}: the slice has no behavior front (behavior/front.parquet); its B column is empty")
+        notes.append(
+            f"{folder}: the slice has no behavior front (behavior/front.parquet); its Pareto plots and baselines table lack the behavior policy"
+        )
     missing = [
         f"{q}-{h}/{m}"
         for e, q, h in datasets or ()

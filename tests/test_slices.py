@@ -446,7 +446,7 @@ def test_what_a_slice_lacks_is_noted(tmp_path, config):
     rows = [(e, "amateur", "low") for e in config["envs"]]
     notes = check_slice(folder, read_provenance(folder / PROVENANCE), config, rows, ["bc", "dt-p", "cql"])
     assert notes == [
-        f"{folder}: the slice has no behavior front (behavior/front.parquet); its B column is empty",
+        f"{folder}: the slice has no behavior front (behavior/front.parquet); its Pareto plots and baselines table lack the behavior policy",
         f"{folder}: the slice has no runs of amateur-low/dt-p, amateur-low/cql; their cells are empty",
     ]
     assert unsliced_folders(tmp_path / "slices") == [
@@ -470,7 +470,11 @@ def test_every_committed_slice_agrees_with_its_files_and_its_config(runs, config
 
     cfg = load_config(ROOT / config)
     for folder, info in read_slices(ROOT / runs).items():
-        assert check_slice(folder, info, config=cfg) == []
+        notes = check_slice(folder, info, config=cfg)
+        # a slice assembled from pieces lacks the behavior front until a piece exported by the
+        # workflow brings it; a slice exported whole has it
+        assert notes == ([f"{folder}: the slice has no behavior front (behavior/front.parquet); its Pareto plots and baselines table lack the behavior policy"]
+                         if "pieces" in info and not (folder / "behavior" / "front.parquet").is_file() else [])  # fmt: skip
 
 
 def card(trajectories: str = "2,000", size: str = "76.9 MB", front: str = "results/E/behavior") -> str:
