@@ -363,9 +363,18 @@ def test_smoke_pipeline_end_to_end(tmp_path):
     along_config = tmp_path / "along.yaml"
     along_config.write_text(yaml.safe_dump(along))
     res = snakemake("all", "slices", "--cores", "2", "--configfile", str(along_config), cwd=tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
     counts = job_counts(res.stdout + res.stderr)
     assert counts["train"] == 4 and counts["evaluate_along"] == 8 and counts["convergence"] == 1, counts
+    # this cut of the grid does not replace the slices of the whole grid, which hold other runs
+    refused = re.search(r"results/slices/(MO-\S+): will not replace this slice of \1: it holds runs this export lacks",
+                        res.stderr)  # fmt: skip
+    assert res.returncode != 0 and refused, res.stderr[-3000:]
+    for env in config["envs"]:
+        assert len(list((slices / env).rglob("eval.parquet"))) == len(config["models"]) * len(config["seeds"])
+    slices = tmp_path / "slices-along"
+    along_config.write_text(yaml.safe_dump(dict(along, slices_dir=str(slices))))
+    res = snakemake("all", "slices", "--cores", "2", "--configfile", str(along_config), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
     convergence = pl.read_csv(R / "tables/convergence.csv")
     steps = {m: sorted(set(convergence.filter(pl.col("model") == m)["step"])) for m in along["models"]}
     assert steps == {"rvs-p": [10, 20, 30], "cql-p": [10, 20, 30]}, steps
