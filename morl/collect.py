@@ -18,6 +18,7 @@ same seed and behavior checkpoint give the same file, whatever the number of wor
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,16 @@ def amateur_actions(det: np.ndarray, env_id: str, low: np.ndarray, high: np.ndar
     else:
         out[keep] = det[keep]
     return np.clip(out, low, high).astype(np.float32)
+
+
+def recorded_policy_path(policy_path: str | os.PathLike) -> str:
+    """The behavior policy's path as a dataset records it: relative to this checkout where the
+    policy lies inside it (a shipped policy: ``behaviors/<env>.pt``), else as given. A dataset then
+    does not carry the folder of the checkout that collected it, so the same collection in two
+    checkouts writes the same bytes and its SHA-256 names the data, not the folder."""
+    checkout = Path(__file__).resolve().parent.parent
+    path = Path(policy_path).resolve()
+    return path.relative_to(checkout).as_posix() if path.is_relative_to(checkout) else str(policy_path)
 
 
 def collect_dataset(
@@ -140,7 +151,7 @@ def collect_dataset(
         "entropy": entropy,
         "seed": int(seed),
         "max_episode_steps": spec.max_episode_steps,
-        "behavior_path": str(policy_path),
+        "behavior_path": recorded_policy_path(policy_path),
         "behavior_sha256": file_sha256(policy_path),
         "behavior_method": policy.meta.get("method", "td3"),
         "pref_low": policy.pref_low.tolist(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -236,3 +238,20 @@ def test_behavior_checkpoint_of_older_physics_is_refused(tiny_policy, tmp_path):
     del st["physics_version"]  # written before versions were recorded: version 1, still right for HalfCheetah
     torch.save(st, tmp_path / "cheetah_old.pt")
     assert BehaviorPolicy(tmp_path / "cheetah_old.pt").env_id == "MO-HalfCheetah-v2"
+
+
+def test_a_collection_does_not_depend_on_the_folder_of_the_checkout(tmp_path, monkeypatch):
+    """A dataset names its shipped policy relative to the checkout, so the same collection made
+    from two checkouts, or with the policy's path given two ways, has the same bytes and SHA-256
+    (slices of one grid run in several checkouts can then be merged)."""
+    from morl.data import file_sha256
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.chdir(root)
+    paths = {"absolute": root / "behaviors" / "MO-Swimmer-v2.pt", "relative": Path("behaviors/MO-Swimmer-v2.pt")}
+    out = {}
+    for how, policy in paths.items():
+        out[how] = tmp_path / f"{how}.parquet"
+        collect_dataset(policy, "expert", "high", 2, out[how], batch_size=2, seed=3, progress=False)
+    assert read_meta(out["absolute"])["behavior_path"] == "behaviors/MO-Swimmer-v2.pt"
+    assert file_sha256(out["absolute"]) == file_sha256(out["relative"])
