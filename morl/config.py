@@ -375,7 +375,7 @@ def _merged(base: Any, overrides: dict) -> Any:
 def _yaml_typed(value: Any) -> Any:
     """A ``--config`` value as the same text means in a config file. Snakemake reads a value such
     as ``[0, 1]`` with YAML's base loader, which keeps every scalar inside it a string (``['0',
-    '1']``); each such scalar is read again as YAML reads it in a file (``0`` an integer, ``1e-4``
+    '1']``); each such scalar is read again as YAML reads it in a file (``0`` an integer, ``0.5``
     a number, ``null`` nothing), and a scalar that YAML reads as text stays as it was."""
     if isinstance(value, dict):
         return {k: _yaml_typed(v) for k, v in value.items()}
