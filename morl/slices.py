@@ -534,14 +534,6 @@ def _card_text(path: Path) -> str:
     return re.sub(r", [^,()]*front\.parquet\)", ")", text)
 
 
-def _front_returns(path: Path):
-    import numpy as np
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
-    return np.asarray(table.column("return").to_pylist(), dtype=float) if "return" in table.column_names else None
-
-
 def check_same_data(slice_folder: Path, piece: Path, slice_info: dict[str, Any], piece_info: dict[str, Any]) -> None:
     """Refuse to add ``piece`` to a slice whose runs came from other data: another behavior policy,
     a dataset card that differs, or another behavior front (beyond the last bits that float
@@ -566,8 +558,10 @@ def check_same_data(slice_folder: Path, piece: Path, slice_info: dict[str, Any],
             )
     front, other = piece / "behavior" / "front.parquet", slice_folder / "behavior" / "front.parquet"
     if front.is_file() and other.is_file():
-        a, b = _front_returns(front), _front_returns(other)
-        if a is None or b is None or a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-9):
+        from morl.evaluate import read_evaluation
+
+        a, b = (np.asarray(read_evaluation(p)[1]["return"], dtype=float) for p in (front, other))
+        if a.shape != b.shape or not np.allclose(a, b, rtol=1e-6, atol=1e-9):
             raise InputError(f"{front}: the piece's behavior front differs from the slice's ({other})")
 
 
