@@ -15,7 +15,8 @@ and writes into ``out_dir``
 * ``paper_comparison.{md,csv,tex}``: each model's HV as a fraction of B, ours beside the paper's
   (:func:`morl.tables.comparison_table`);
 * ``results.md`` (every table, in one Markdown file) and ``summary.html`` (one self-contained
-  page with every table and the HV and Pareto figures embedded);
+  page with every table and the HV and Pareto figures embedded; not written with the tables
+  alone);
 * ``plots/pareto/<env>_<quality>-<entropy>.{png,pdf}``: achieved points and fronts;
 * ``plots/preference/<env>_<quality>-<entropy>.{png,pdf}``: target vs achieved preference;
 * ``plots/hv/<env>.{png,pdf}``: HV by quality and entropy level, bars with seed error bars;
@@ -137,7 +138,8 @@ def aggregate(
         curves: training curve CSV of a run, keyed by that run's evaluation file (as given in
             ``model_evals``); the curve belongs to the env, dataset, model and seed the
             evaluation file's metadata names.
-        plots: False writes the tables only (``summary.html`` then has no figures).
+        plots: False writes the tables only: no plots and no ``summary.html`` (a page of the
+            tables alone would replace, without its figures, one a full run wrote in ``out_dir``).
         front_models: front model files (``front_model`` stage, :mod:`morl.front_model`), one per
             complete dataset with coverage variants: MODULI's RD of the variants' runs.
         data_cards: dataset cards (``*.card.md``, :mod:`morl.dataset_info`), one per complete
@@ -227,6 +229,9 @@ def aggregate(
         else {}
     )
     out.update(written)
+    if not plots:
+        log.info("wrote %d tables into %s", len(tables), out_dir)
+        return out
     figures = [
         (f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over seeds.", p)
         for k, p in written.items()

@@ -505,6 +505,9 @@ def test_plot_files_exist_and_are_not_empty(synthetic):
     summary = out["summary"].read_text()
     assert summary.count('<img src="data:image/png;base64,') == 1 + 3 + 1  # HV bars, three Pareto plots, IQM
     assert "<strong>3.50 ± 0.50</strong>" in summary
+    # the tables alone, written again into the same folder, leave the page and its figures as they were
+    again = run_aggregate(synthetic, seeds=[0, 1], plots=False)
+    assert "summary" not in again and out["summary"].read_text() == summary
 
 
 def test_figures_of_rows_no_longer_aggregated_are_removed(synthetic):
