@@ -12,6 +12,7 @@ if they are and the cluster does not come up, it fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -155,13 +156,14 @@ def pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
-@pytest.fixture(scope="module")
-def slurm_cluster(tmp_path_factory):
+@contextlib.contextmanager
+def running_cluster(directory: Path):
+    """A cluster started by tests/slurm/start_cluster.sh in ``directory``, stopped afterwards by
+    stop_cluster.sh, which must leave none of its daemons running."""
     missing = [d for d in DAEMONS if which(d) is None]
     if missing:
         pytest.skip(f"SLURM is not installed here (no {', '.join(missing)}); tests/slurm/install.sh installs "
                     "Debian's slurm-wlm and munge")  # fmt: skip
-    directory = tmp_path_factory.mktemp("slurm")
     p = profile()
     partitions = [p["default-resources"]["slurm_partition"]]
     partitions += sorted(
@@ -181,8 +183,32 @@ def slurm_cluster(tmp_path_factory):
         pids = cluster.daemon_pids()
         stop = subprocess.run(["bash", str(SLURM_DIR / "stop_cluster.sh"), str(directory)], env=env,
                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        cluster.stopped = stop
+        print(stop.stderr, end="")
         alive = {name: pid for name, pid in pids.items() if pid_alive(pid)}
         assert stop.returncode == 0 and not alive, f"daemons left running: {alive}\n{stop.stderr}"
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    with running_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
+
+
+def test_stopping_the_cluster_stops_what_its_jobs_left_running(tmp_path):
+    """A process a job left behind (here one in a session of its own, which proctrack/linuxproc
+    does not follow) is stopped with the cluster, so no test leaves a job's process running."""
+    pid_file = tmp_path / "escaped.pid"
+    with running_cluster(tmp_path / "cluster") as cluster:
+        job = cluster.run("sbatch", "--parsable", "-p", profile()["default-resources"]["slurm_partition"],
+                          "--output", "/dev/null", "--wrap",
+                          f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 600' < /dev/null > /dev/null 2>&1 &")  # fmt: skip
+        job = job.strip().split(";")[0]
+        wait_for(lambda: [j for j in cluster.jobs() if j["id"] == job and j["state"] == "COMPLETED"], 60, "the job's end")
+        pid = int(wait_for(lambda: pid_file.is_file() and pid_file.read_text().strip(), 30, "the escaped pid"))
+        assert pid_alive(pid), "the job's process did not outlive its job; this test shows nothing here"
+    assert not pid_alive(pid)
+    assert f"a job of the cluster left process {pid} running: sleep 600" in cluster.stopped.stderr
 
 
 def test_cluster_runs_a_job(slurm_cluster):
