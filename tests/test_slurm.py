@@ -204,7 +204,9 @@ def test_stopping_the_cluster_stops_what_its_jobs_left_running(tmp_path):
                           "--output", "/dev/null", "--wrap",
                           f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 600' < /dev/null > /dev/null 2>&1 &")  # fmt: skip
         job = job.strip().split(";")[0]
-        wait_for(lambda: [j for j in cluster.jobs() if j["id"] == job and j["state"] == "COMPLETED"], 60, "the job's end")
+        wait_for(
+            lambda: [j for j in cluster.jobs() if j["id"] == job and j["state"] == "COMPLETED"], 60, "the job's end"
+        )
         pid = int(wait_for(lambda: pid_file.is_file() and pid_file.read_text().strip(), 30, "the escaped pid"))
         assert pid_alive(pid), "the job's process did not outlive its job; this test shows nothing here"
     assert not pid_alive(pid)
