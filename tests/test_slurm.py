@@ -2,11 +2,11 @@
 
 tests/slurm/start_cluster.sh brings up munged, slurmctld and slurmd (Debian's slurm-wlm and munge;
 tests/slurm/install.sh installs them) with all their files in a temporary directory. The
-integration test runs configs/smoke.yaml through `snakemake --profile profiles/slurm` (with fewer
-cores per job than the profile asks for, to fit this machine), cancels
-one training job with `scancel` part way through, reruns the workflow, and then checks that the
-training resumed, that nothing else was redone, that every job went through sbatch, and that
-every output is right. The test is skipped only where the SLURM packages are not installed;
+integration test runs configs/smoke.yaml, cut to one env and three models, through `snakemake
+--profile profiles/slurm` (with fewer cores per job than the profile asks for, to fit this
+machine), cancels one training job with `scancel` part way through, reruns the workflow, and
+then checks that the training resumed, that nothing else was redone, that every job went through
+sbatch, and that every output is right. The test is skipped only where the SLURM packages are not installed;
 if they are and the cluster does not come up, it fails.
 """
 
@@ -260,9 +260,11 @@ def test_smoke_workflow_on_slurm_resumes_a_cancelled_training_job(slurm_cluster,
     partial = slow_run / "model.pt.partial"
     # the job's comment lists its wildcards in path order; coverage is empty for the complete data
     slow_comment = f"rule_train_wildcards_{SLOW['env']}_{q}_{h}__{SLOW['model']}_0"
-    # configs/smoke.yaml with three of its models (a transformer, an MLP, a value-based family: the
-    # local smoke run trains them all), plus one override that makes one training run long (one
-    # file: a run takes exactly one config)
+    # configs/smoke.yaml cut to the env of the cell to cancel and three of its models (a
+    # transformer, an MLP, a value-based family: the local smoke run trains every model on both
+    # envs), plus one override that makes one training run long (one file: a run takes exactly one
+    # config)
+    config["envs"] = [SLOW["env"]]
     config["models"] = ["dt-p", "bc-p", "td3bc-p"]
     slow = tmp_path / "slow_cell.yaml"
     config["train"]["overrides"] = [*config["train"]["overrides"], {
