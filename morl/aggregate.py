@@ -213,25 +213,21 @@ def aggregate(
         md += ["## Behavior front against trivial policies (HV)", "", baseline_table(baselines), ""]
     out["results"] = _write_text(out_dir / "results.md", "\n".join(md))
 
-    written = (
-        write_plots(
-            out_dir / "plots",
-            metrics,
-            data_hv,
-            datasets,
-            models,
-            curves or {},
-            behavior_evals,
-            (longs["iqm"], longs["improvement"]),
-            longs.get("generalisation_iqm"),
-        )
-        if plots
-        else {}
-    )
-    out.update(written)
     if not plots:
         log.info("wrote %d tables into %s", len(tables), out_dir)
         return out
+    written = write_plots(
+        out_dir / "plots",
+        metrics,
+        data_hv,
+        datasets,
+        models,
+        curves or {},
+        behavior_evals,
+        (longs["iqm"], longs["improvement"]),
+        longs.get("generalisation_iqm"),
+    )
+    out.update(written)
     figures = [
         (f"HV by dataset, {k.split(':', 1)[1]}: mean over seeds in the paper's unit, error bars = std over seeds.", p)
         for k, p in written.items()
