@@ -36,9 +36,11 @@ if [ -n "$leftover" ]; then
         echo "stop_cluster.sh: a job of the cluster left process $pid running: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)" >&2
     done
     kill -TERM $leftover 2>/dev/null
-    for _ in $(seq 50); do [ -z "$(left_by_jobs)" ] && break; sleep 0.1; done
-    leftover=$(left_by_jobs)
-    [ -n "$leftover" ] && kill -KILL $leftover 2>/dev/null
+    for _ in $(seq 50); do
+        alive=0; for pid in $leftover; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ $alive -eq 0 ] && break; sleep 0.1
+    done
+    kill -KILL $leftover 2>/dev/null
 fi
 
 stop_pid() {  # stop_pid NAME: TERM the pid in DIR/run/NAME.pid, KILL it after 10 s
