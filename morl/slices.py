@@ -526,12 +526,17 @@ def provenance_table(slices_dir: str | os.PathLike) -> str:
 
 
 def _card_text(path: Path) -> str:
-    """A dataset card without what depends on the machine rather than the data: its first line
-    (where the dataset lay), the file's size (the Parquet writer's version) and where the behavior
-    front lay (the results folder)."""
+    """A dataset card's lines that describe the data, without what depends on the machine: its first
+    line (where the dataset lay), the file's size (the Parquet writer's version), and the behavior
+    front's lines, which a card made without the front lacks (the fronts themselves are compared as
+    files by :func:`check_same_data`)."""
     text = path.read_text().split("\n", 1)[-1]
     text = re.sub(r"\bfile +[\d.,]+ [kMG]?B\b", "file", text)
-    return re.sub(r", [^,()]*front\.parquet\)", ")", text)
+    return "\n".join(line for line in text.splitlines() if not _FRONT_LINE.match(line))
+
+
+#: The lines of a dataset card that give the behavior front (:func:`morl.dataset_info.format_card`).
+_FRONT_LINE = re.compile(r"^\s*(behavior front\s|data HV / behavior front HV)")
 
 
 def check_same_data(slice_folder: Path, piece: Path, slice_info: dict[str, Any], piece_info: dict[str, Any]) -> None:
@@ -612,10 +617,13 @@ def add_slice(piece: str | os.PathLike, slices_dir: str | os.PathLike, replace: 
         if (tmp / run).exists():
             shutil.rmtree(tmp / run)
         shutil.copytree(piece / run, tmp / run)
+    # a piece that brings the behavior front to a slice without one brings its dataset cards too,
+    # which give the front's HV (check_same_data found them the same in every line of the data)
+    front_added = (piece / "behavior" / "front.parquet").is_file() and not (tmp / "behavior" / "front.parquet").exists()
     shared = [piece / "behavior" / "front.parquet", *sorted((piece / "data").glob("*"))]
     for path in shared:
         dest = tmp / path.relative_to(piece)
-        if path.is_file() and not dest.exists():
+        if path.is_file() and (not dest.exists() or (front_added and path.name.endswith(".card.md"))):
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, dest)
     added = [{**p, "runs": [r for r in p["runs"] if r in new_runs]} for p in pieces(piece, info)]

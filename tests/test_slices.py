@@ -484,9 +484,9 @@ def card(trajectories: str = "2,000", size: str = "76.9 MB", front: str = "resul
             f"  behavior front   HV 1100.0  (4-point grid, {front}/front.parquet)\n")  # fmt: skip
 
 
-def a_piece(root: Path, config: dict, models, commit: str, card: str = card()) -> Path:
+def a_piece(root: Path, config: dict, models, commit: str, card: str = card(), front: bool = True) -> Path:
     """A slice exported from the part of the grid that trains ``models``, by the code of ``commit``."""
-    folder = a_slice(root, config, models=models, commit=commit, exported="2026-12-07 10:00 UTC",
+    folder = a_slice(root, config, models=models, commit=commit, exported="2026-12-07 10:00 UTC", front=front,
                      machine={"cpu": "AMD EPYC", "cores": 2}, wall_seconds={"train": 60.0 * len(models)})  # fmt: skip
     (folder / "data").mkdir(exist_ok=True)
     (folder / "data" / "amateur-low.card.md").write_text(card)
@@ -518,6 +518,24 @@ def test_pieces_of_an_envs_grid_add_up_to_one_slice_that_names_each_piece(tmp_pa
     a_piece(tmp_path / "whole", config, ("bc", "dt-p"), "c" * 40)
     whole = merge(tmp_path / "whole", tmp_path / "whole-out", config)
     assert (tmp_path / "out" / "metrics.csv").read_text() == whole["metrics"].read_text()
+
+
+def test_a_piece_that_brings_the_behavior_front_completes_a_slice_made_without_it(tmp_path, config):
+    """Pieces gathered without the behavior front have cards that say it is not known; a later piece
+    of the same data, exported by the workflow, brings the front and cards that give its HV."""
+    from morl.slices import add_slice, check_slice, read_provenance
+
+    unknown = "  behavior front   not known (pass --front results/<env>/behavior/front.parquet)\n"
+    without = card().split("  behavior front")[0] + unknown
+    add_slice(a_piece(tmp_path / "a", config, ("bc",), "a" * 40, card=without, front=False), tmp_path / "slices")
+    folder = add_slice(a_piece(tmp_path / "b", config, ("dt-p",), "b" * 40), tmp_path / "slices")
+    assert (folder / "behavior" / "front.parquet").is_file()
+    assert (folder / "data" / "amateur-low.card.md").read_text() == card()
+    assert check_slice(folder, read_provenance(folder / PROVENANCE), config=config) == []
+    # a third piece without the front changes neither
+    add_slice(a_piece(tmp_path / "c", config, ("cql",), "c" * 40, card=without, front=False), tmp_path / "slices")
+    assert (folder / "data" / "amateur-low.card.md").read_text() == card()
+    assert (folder / "behavior" / "front.parquet").is_file()
 
 
 def test_a_piece_that_brings_a_run_the_slice_holds_is_refused_unless_it_replaces_it(tmp_path, config):
