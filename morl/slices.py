@@ -527,12 +527,12 @@ def provenance_table(slices_dir: str | os.PathLike) -> str:
 
 def _card_text(path: Path) -> str:
     """A dataset card's lines that describe the data, without what depends on the machine: its first
-    line (where the dataset lay), the file's size (the Parquet writer's version), and the behavior
-    front's lines, which a card made without the front lacks (the fronts themselves are compared as
-    files by :func:`check_same_data`)."""
+    line (where the dataset lay), the file's size (the Parquet writer's version), blank lines, and
+    the behavior front's lines, which a card made without the front lacks (the fronts themselves
+    are compared as files by :func:`check_same_data`)."""
     text = path.read_text().split("\n", 1)[-1]
     text = re.sub(r"\bfile +[\d.,]+ [kMG]?B\b", "file", text)
-    return "\n".join(line for line in text.splitlines() if not _FRONT_LINE.match(line))
+    return "\n".join(line for line in text.splitlines() if line.strip() and not _FRONT_LINE.match(line))
 
 
 #: The lines of a dataset card that give the behavior front (:func:`morl.dataset_info.format_card`).
