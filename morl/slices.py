@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -554,9 +555,8 @@ def check_same_data(slice_folder: Path, piece: Path, slice_info: dict[str, Any],
     for card in sorted((piece / "data").glob("*.card.md")):
         other = slice_folder / "data" / card.name
         if other.is_file() and _card_text(card) != _card_text(other):
-            line = next(
-                (a for a, b in zip(_card_text(card).splitlines(), _card_text(other).splitlines()) if a != b), ""
-            )
+            pairs = itertools.zip_longest(_card_text(card).splitlines(), _card_text(other).splitlines())
+            line = next(a if a is not None else "(the end of the card)" for a, b in pairs if a != b)
             raise InputError(
                 f"{card}: the piece's dataset differs from the slice's ({other}), first at "
                 f"{line.strip()!r}; its runs were trained on other data"

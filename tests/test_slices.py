@@ -539,6 +539,17 @@ def test_a_piece_that_brings_the_behavior_front_completes_a_slice_made_without_i
     assert (folder / "behavior" / "front.parquet").is_file()
 
 
+def test_a_piece_whose_card_lacks_a_line_of_the_data_is_refused_naming_where(tmp_path, config):
+    from morl.slices import add_slice
+
+    add_slice(a_piece(tmp_path / "a", config, ("bc",), "a" * 40), tmp_path / "slices")
+    short = "".join(line for line in card().splitlines(keepends=True) if "data HV" not in line)
+    with pytest.raises(
+        InputError, match=re.escape("differs from the slice's") + ".*first at '\\(the end of the card\\)'"
+    ):
+        add_slice(a_piece(tmp_path / "b", config, ("dt-p",), "b" * 40, card=short), tmp_path / "slices")
+
+
 def test_a_piece_that_brings_a_run_the_slice_holds_is_refused_unless_it_replaces_it(tmp_path, config):
     from morl.slices import add_slice, read_provenance
 
