@@ -554,8 +554,11 @@ def check_same_data(slice_folder: Path, piece: Path, slice_info: dict[str, Any],
         )
     for card in sorted((piece / "data").glob("*.card.md")):
         other = slice_folder / "data" / card.name
-        if other.is_file() and _card_text(card) != _card_text(other):
-            pairs = itertools.zip_longest(_card_text(card).splitlines(), _card_text(other).splitlines())
+        if not other.is_file():
+            continue
+        ours, theirs = _card_text(card), _card_text(other)
+        if ours != theirs:
+            pairs = itertools.zip_longest(ours.splitlines(), theirs.splitlines())
             line = next(a if a is not None else "(the end of the card)" for a, b in pairs if a != b)
             raise InputError(
                 f"{card}: the piece's dataset differs from the slice's ({other}), first at "
